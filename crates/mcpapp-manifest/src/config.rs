@@ -1,0 +1,322 @@
+//! The `McpApps` configuration section and the configuration-file reader.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::document::{Document, KeyCase, Position};
+use crate::error::{Finding, ParseError, Severity};
+
+/// The name of the configuration section for MCP Apps.
+pub const SECTION_NAME: &str = "McpApps";
+
+/// The object that may wrap configuration sections, as in the .NET gateway's
+/// `appsettings.json` (`OpenClaw:McpApps`).
+pub const ROOT_SECTION_NAME: &str = "OpenClaw";
+
+/// Default discovery path when none is configured.
+pub const DEFAULT_DISCOVERY_PATH: &str = "./mcpapps";
+
+/// The `McpApps` configuration section: where to look for apps and which to run.
+///
+/// Keys are matched case-insensitively when read from a file (`Enabled` and `enabled` both
+/// work), like .NET configuration binding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "PascalCase")]
+#[schemars(title = "McpApps configuration section")]
+pub struct McpAppsConfig {
+    /// Master switch. When false nothing is discovered or started. Defaults to false.
+    #[serde(default)]
+    pub enabled: bool,
+
+    /// Folders to scan, recursively, for `openclaw.mcpapp.json` files, in order. Relative paths
+    /// resolve against the folder of the configuration file; `env:NAME` reads the path from
+    /// an environment variable. Defaults to `["./mcpapps"]`; a configured list replaces the
+    /// default.
+    #[serde(default = "default_discovery_paths")]
+    pub discovery_paths: Vec<String>,
+
+    /// `legacy` (an empty `Allow` list allows every app) or `strict` (an empty `Allow` list
+    /// allows none). Case-insensitive and trimmed. Any other value denies every app.
+    #[serde(default = "default_allowlist_semantics")]
+    pub allowlist_semantics: String,
+
+    /// App id patterns to allow, matched case-insensitively: `*`, `prefix-*`, `*-suffix`,
+    /// `*middle*`, exact ids, or any glob.
+    #[serde(default)]
+    pub allow: Vec<String>,
+
+    /// App id patterns to deny; a deny match wins over any allow match.
+    #[serde(default)]
+    pub deny: Vec<String>,
+
+    /// Per-app settings and overrides, keyed by exact app id.
+    #[serde(default)]
+    pub entries: BTreeMap<String, McpAppEntryConfig>,
+}
+
+fn default_discovery_paths() -> Vec<String> {
+    vec![DEFAULT_DISCOVERY_PATH.to_owned()]
+}
+fn default_allowlist_semantics() -> String {
+    "legacy".to_owned()
+}
+
+impl Default for McpAppsConfig {
+    /// The defaults of the original module: disabled, scanning `./mcpapps`, legacy allowlist.
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            discovery_paths: default_discovery_paths(),
+            allowlist_semantics: default_allowlist_semantics(),
+            allow: Vec::new(),
+            deny: Vec::new(),
+            entries: BTreeMap::new(),
+        }
+    }
+}
+
+/// Per-app settings in `McpApps.Entries`: a switch plus overrides of manifest fields.
+///
+/// Every override is applied before the app is validated, so a manifest may rely on its entry
+/// for a required field (for example a `Url` when `Transport` switches it to http).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "PascalCase")]
+pub struct McpAppEntryConfig {
+    /// Set to false to keep this app from running. Defaults to true.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+
+    /// Replaces the manifest's `transport`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
+
+    /// Replaces the manifest's `command`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+
+    /// Replaces the manifest's `arguments`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Vec<String>>,
+
+    /// Replaces the manifest's `workingDirectory`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_directory: Option<String>,
+
+    /// Replaces the manifest's `url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+
+    /// Merged over the manifest's `headers` (names compare case-insensitively).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+
+    /// Replaces the manifest's `toolNamePrefix`; an empty string removes the prefix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name_prefix: Option<String>,
+
+    /// Replaces the manifest's `startupTimeoutSeconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub startup_timeout_seconds: Option<i64>,
+
+    /// Replaces the manifest's `requestTimeoutSeconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub request_timeout_seconds: Option<i64>,
+
+    /// Merged over the manifest's `environment`.
+    #[serde(default)]
+    pub environment: BTreeMap<String, String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl Default for McpAppEntryConfig {
+    /// Enabled, with no overrides.
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            transport: None,
+            command: None,
+            arguments: None,
+            working_directory: None,
+            url: None,
+            headers: BTreeMap::new(),
+            tool_name_prefix: None,
+            startup_timeout_seconds: None,
+            request_timeout_seconds: None,
+            environment: BTreeMap::new(),
+        }
+    }
+}
+
+/// A configuration section read from a file, with what was noticed while reading it.
+#[derive(Debug, Clone)]
+pub struct ParsedSection<T> {
+    /// The section's value, defaults filled in.
+    pub value: T,
+    /// Unknown keys and similar problems that did not stop the section from being read.
+    pub findings: Vec<Finding>,
+    /// Where the section starts in the file, or `None` when the file has no such section and
+    /// the defaults were used.
+    pub position: Option<Position>,
+}
+
+/// A configuration file (JSON with comments), from which sections are read.
+///
+/// A section named `X` is found at the top level or under `OpenClaw` (where the .NET gateway
+/// binds it), names compared case-insensitively. Keys inside sections are matched
+/// case-insensitively too; unknown keys are reported as warnings.
+#[derive(Debug)]
+pub struct ConfigDocument<'a> {
+    document: Document<'a>,
+}
+
+impl<'a> ConfigDocument<'a> {
+    /// Parses configuration text.
+    ///
+    /// # Errors
+    /// [`ParseError`] when the text is not JSON or its top level is not an object.
+    pub fn parse(text: &'a str) -> Result<Self, ParseError> {
+        let document = Document::parse(text)?;
+        if !document.root_is_object() {
+            return Err(ParseError::NotAnObject {
+                position: document.root_position(),
+            });
+        }
+        Ok(Self { document })
+    }
+
+    /// Reads the section `name` as a `T`, or `T::default()` when the file has none.
+    ///
+    /// # Errors
+    /// [`ParseError::Type`] when a value in the section has the wrong type.
+    pub fn section<T>(&self, name: &str) -> Result<ParsedSection<T>, ParseError>
+    where
+        T: DeserializeOwned + JsonSchema + Default,
+    {
+        let schema = schemars::SchemaGenerator::default().into_root_schema_for::<T>();
+        self.section_with_schema(name, &schema)
+            .map(|(section, _)| section)
+    }
+
+    fn section_with_schema<T>(
+        &self,
+        name: &str,
+        schema: &schemars::Schema,
+    ) -> Result<(ParsedSection<T>, Option<serde_json::Value>), ParseError>
+    where
+        T: DeserializeOwned + Default,
+    {
+        let found = self
+            .document
+            .convert_member(&[ROOT_SECTION_NAME, name], schema, KeyCase::Insensitive)
+            .map(|found| (found, format!("{ROOT_SECTION_NAME}.{name}")))
+            .or_else(|| {
+                self.document
+                    .convert_member(&[name], schema, KeyCase::Insensitive)
+                    .map(|found| (found, name.to_owned()))
+            });
+        let Some(((position, converted), label)) = found else {
+            return Ok((
+                ParsedSection {
+                    value: T::default(),
+                    findings: Vec::new(),
+                    position: None,
+                },
+                None,
+            ));
+        };
+        if !converted.value.is_object() {
+            return Err(ParseError::Type {
+                field: label,
+                position: Some(position),
+                message: "expected a JSON object".to_owned(),
+            });
+        }
+        let value: T = converted.deserialize().map_err(|err| match err {
+            ParseError::Type {
+                field,
+                position: err_position,
+                message,
+            } => ParseError::Type {
+                field: format!("{label}.{field}"),
+                position: err_position.or(Some(position)),
+                message,
+            },
+            other => other,
+        })?;
+        let findings = converted
+            .unknown
+            .iter()
+            .map(|unknown| {
+                let parent = if unknown.parent.is_empty() {
+                    label.clone()
+                } else {
+                    format!("{label}.{}", unknown.parent)
+                };
+                Finding {
+                    severity: Severity::Warning,
+                    position: Some(unknown.position),
+                    message: match &unknown.suggestion {
+                        Some(s) => format!(
+                            "unknown key `{}` in `{parent}`; did you mean `{s}`?",
+                            unknown.key
+                        ),
+                        None => format!("unknown key `{}` in `{parent}` is ignored", unknown.key),
+                    },
+                }
+            })
+            .collect();
+        Ok((
+            ParsedSection {
+                value,
+                findings,
+                position: Some(position),
+            },
+            Some(converted.value),
+        ))
+    }
+
+    /// Reads the `McpApps` section.
+    ///
+    /// Besides unknown keys, the findings say when the file has no `McpApps` section or the
+    /// section does not set `Enabled`: MCP Apps then stay disabled, the original module's
+    /// default, which is rarely what someone writing the section wants.
+    ///
+    /// # Errors
+    /// [`ParseError::Type`] when a value in the section has the wrong type.
+    pub fn mcp_apps(&self) -> Result<ParsedSection<McpAppsConfig>, ParseError> {
+        static SCHEMA: OnceLock<schemars::Schema> = OnceLock::new();
+        let schema = SCHEMA.get_or_init(crate::schema::config_schema);
+        let (mut section, raw) = self.section_with_schema::<McpAppsConfig>(SECTION_NAME, schema)?;
+        let enabled_set = raw
+            .as_ref()
+            .and_then(|v| v.as_object())
+            .is_some_and(|o| o.contains_key("Enabled"));
+        match section.position {
+            None => section.findings.push(Finding {
+                severity: Severity::Warning,
+                position: None,
+                message: format!(
+                    "no `{SECTION_NAME}` section (at the top level or under `{ROOT_SECTION_NAME}`); MCP Apps are disabled"
+                ),
+            }),
+            Some(position) if !enabled_set => section.findings.push(Finding {
+                severity: Severity::Warning,
+                position: Some(position),
+                message: format!(
+                    "`{SECTION_NAME}.Enabled` is not set, so MCP Apps stay disabled (the default is false); set \"Enabled\": true to run them"
+                ),
+            }),
+            Some(_) => {}
+        }
+        Ok(section)
+    }
+}

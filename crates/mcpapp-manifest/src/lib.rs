@@ -1,0 +1,58 @@
+//! The data model of mcpapp: the `openclaw.mcpapp.json` manifest, the `McpApps`
+//! configuration section, validation, and the lifecycle and install state of an app.
+//!
+//! This crate does no I/O: it parses text it is given and validates values. Reading files,
+//! scanning folders and starting apps belong to the crates above it.
+//!
+//! # Example
+//!
+//! ```
+//! use mcpapp_manifest::{McpAppManifest, McpAppEntryConfig, Launch, Transport};
+//!
+//! let text = r#"{
+//!     // Comments and trailing commas are fine.
+//!     "id": "grocery-inventory",
+//!     "transport": "HTTP",
+//!     "url": "http://127.0.0.1:5001/mcp",
+//!     "toolNamePrefix": "grocery.",
+//!     "comand": "typo",
+//! }"#;
+//! let parsed = McpAppManifest::parse(text)?;
+//! assert_eq!(parsed.findings[0].message, "unknown field `comand`; did you mean `command`?");
+//!
+//! // Entry overrides apply before validation.
+//! let entry = McpAppEntryConfig { tool_name_prefix: Some("shop.".into()), ..Default::default() };
+//! let spec = parsed.manifest.with_overrides(&entry).validate().expect("valid");
+//! assert_eq!(spec.id.as_str(), "grocery-inventory");
+//! assert_eq!(spec.launch.transport(), Transport::Http);
+//! assert_eq!(spec.tool_name_prefix, "shop.");
+//! assert!(matches!(spec.launch, Launch::Http { .. }));
+//! # Ok::<(), mcpapp_manifest::ParseError>(())
+//! ```
+#![warn(missing_docs)]
+
+mod config;
+mod document;
+mod error;
+mod manifest;
+mod schema;
+mod state;
+mod validate;
+
+pub use config::{
+    ConfigDocument, DEFAULT_DISCOVERY_PATH, McpAppEntryConfig, McpAppsConfig, ParsedSection,
+    ROOT_SECTION_NAME, SECTION_NAME,
+};
+pub use document::Position;
+pub use error::{Finding, ParseError, Severity};
+pub use manifest::{
+    DEFAULT_PROTOCOL_VERSION, DEFAULT_REQUEST_TIMEOUT_SECONDS, DEFAULT_STARTUP_TIMEOUT_SECONDS,
+    DEFAULT_TRANSPORT, DEFAULT_VERSION, MANIFEST_FILE_NAME, MCP_APP_MIME_TYPE, McpAppManifest,
+    ParsedManifest,
+};
+pub use schema::{SchemaKind, config_schema, manifest_schema};
+pub use state::{InstallState, Lifecycle, Timestamp};
+pub use validate::{
+    AppId, AppSpec, Launch, MAX_ID_LEN, TIMEOUT_RANGE_SECONDS, Transport, ValidationError,
+    redact_url,
+};
