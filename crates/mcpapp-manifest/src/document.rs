@@ -176,7 +176,7 @@ impl<'a> Document<'a> {
         self.convert_value(&self.root, "", schema, case)
     }
 
-    /// Finds a top-level object member by a case-insensitive path of names (e.g.
+    /// Finds an object member by a case-insensitive path of names from the top (e.g.
     /// `["OpenClaw", "McpApps"]`) and converts it for the given schema.
     pub(crate) fn convert_member(
         &self,
@@ -185,7 +185,6 @@ impl<'a> Document<'a> {
         case: KeyCase,
     ) -> Option<(Position, Converted)> {
         let mut node = &self.root;
-        let mut path = String::new();
         for name in names {
             let ast::Value::Object(object) = node else {
                 return None;
@@ -196,11 +195,11 @@ impl<'a> Document<'a> {
                 .iter()
                 .rev()
                 .find(|p| p.name.as_str().eq_ignore_ascii_case(name))?;
-            path = join_key(&path, name);
             node = &prop.value;
         }
         let position = self.lines.position(node.range().start);
-        Some((position, self.convert_value(node, &path, schema, case)))
+        // Paths inside the member are relative to it; callers prefix them with its name.
+        Some((position, self.convert_value(node, "", schema, case)))
     }
 
     /// Whether the top-level value is an object.

@@ -30,10 +30,8 @@ pub const DEFAULT_REQUEST_TIMEOUT_SECONDS: i64 = 60;
 
 /// An MCP App manifest, the contents of an `openclaw.mcpapp.json` file.
 ///
-/// Field names are camelCase in JSON and case-sensitive. Every field but `id` has a default;
-/// `id` is optional here only so that a manifest without one can still be reported as an
-/// invalid app rather than failing to parse. Validation ([`McpAppManifest::validate`]) checks
-/// everything else.
+/// Field names are camelCase and case-sensitive. Every field but `id` has a default. A
+/// manifest without an `id` still parses, so that it can be reported as an invalid app.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(title = "MCP App manifest (openclaw.mcpapp.json)")]
@@ -42,7 +40,7 @@ pub struct McpAppManifest {
     /// with a letter or digit. It appears in URLs (`/apps/mcp/{id}`) and registration ids
     /// (`mcpapp:{id}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(required, regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"))]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"))]
     pub id: Option<String>,
 
     /// Human-readable display name; the id is shown when absent.

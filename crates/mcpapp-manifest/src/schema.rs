@@ -56,6 +56,9 @@ pub fn manifest_schema() -> schemars::Schema {
     let mut schema = settings()
         .into_generator()
         .into_root_schema_for::<McpAppManifest>();
+    // The parser tolerates a missing id (it becomes a validation error of that app), but
+    // authors must write one.
+    schema.insert("required".to_owned(), serde_json::json!(["id"]));
     // Editors may point a manifest at its schema; that key is not a field.
     if let Some(properties) = schema
         .get_mut("properties")

@@ -1,0 +1,15 @@
+//! Integration tests of mcpapp-manifest: one test binary, one module per area.
+
+mod config;
+mod fuzz;
+mod manifest;
+mod schema;
+mod state;
+mod validation;
+
+/// The seed's example manifest, committed verbatim under `examples/`.
+pub(crate) const SEED_MANIFEST: &str =
+    include_str!("../../../../examples/mcpapps/grocery-inventory/openclaw.mcpapp.json");
+
+/// The seed's example `appsettings.json`, committed verbatim under `examples/`.
+pub(crate) const SEED_APPSETTINGS: &str = include_str!("../../../../examples/appsettings.json");

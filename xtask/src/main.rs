@@ -1,0 +1,85 @@
+//! `cargo xtask`: automation for this workspace, written in Rust so it runs wherever cargo
+//! does (the cargo-xtask convention; the alias lives in `.cargo/config.toml`).
+//!
+//! Tasks:
+//! - `codegen [--check]`: regenerates the committed JSON Schemas under `docs/schema/`; with
+//!   `--check`, fails when they are stale instead.
+//! - `ci`: the cargo steps of `.ci/run` (format check, clippy, tests), in the same order.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+
+mod codegen;
+mod util;
+
+const USAGE: &str = "\
+usage: cargo xtask <task>
+
+tasks:
+  codegen [--check]   regenerate docs/schema/*.json (or check they are current)
+  ci                  run the cargo steps of .ci/run: fmt check, clippy, tests
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("xtask: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &[String]) -> anyhow::Result<()> {
+    let root = workspace_root()?;
+    let (task, rest) = match args.split_first() {
+        Some((task, rest)) => (task.as_str(), rest),
+        None => {
+            print!("{USAGE}");
+            return Ok(());
+        }
+    };
+    match task {
+        "codegen" => codegen::run(&root, rest),
+        "ci" => ci(&root, rest),
+        "help" | "--help" | "-h" => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        other => bail!("unknown task `{other}`\n\n{USAGE}"),
+    }
+}
+
+/// The cargo steps CI runs, in order (`.ci/run` lists the same ones).
+fn ci(root: &Path, args: &[String]) -> anyhow::Result<()> {
+    if let Some(extra) = args.first() {
+        bail!("`ci` takes no arguments, got `{extra}`");
+    }
+    let steps: &[&[&str]] = &[
+        &["fmt", "--all", "--", "--check"],
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &["test", "--workspace"],
+    ];
+    for step in steps {
+        util::cargo(root, step)?;
+    }
+    Ok(())
+}
+
+/// The workspace root: the parent of this crate's folder.
+fn workspace_root() -> anyhow::Result<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    dir.parent()
+        .map(Path::to_path_buf)
+        .context("xtask is not inside a workspace")
+}
