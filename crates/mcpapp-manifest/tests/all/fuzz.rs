@@ -16,12 +16,12 @@ fn exercise_manifest(text: &str) {
 }
 
 fn exercise_config(text: &str) {
-    if let Ok(doc) = ConfigDocument::parse(text) {
-        if let Ok(section) = doc.mcp_apps() {
-            for entry in section.value.entries.values() {
-                let m = McpAppManifest::default().with_overrides(entry);
-                let _ = m.validate();
-            }
+    if let Ok(doc) = ConfigDocument::parse(text)
+        && let Ok(section) = doc.mcp_apps()
+    {
+        for entry in section.value.entries.values() {
+            let m = McpAppManifest::default().with_overrides(entry);
+            let _ = m.validate();
         }
     }
 }
