@@ -156,6 +156,13 @@ impl Default for McpAppEntryConfig {
     }
 }
 
+/// A type that can be read as a configuration section: deserializable, described by a JSON
+/// Schema (which drives case-insensitive key matching and unknown-key warnings), and with
+/// defaults for when the section is absent.
+pub trait ConfigSection: DeserializeOwned + JsonSchema + Default {}
+
+impl<T: DeserializeOwned + JsonSchema + Default> ConfigSection for T {}
+
 /// A configuration section read from a file, with what was noticed while reading it.
 #[derive(Debug, Clone)]
 pub struct ParsedSection<T> {
@@ -197,10 +204,7 @@ impl<'a> ConfigDocument<'a> {
     ///
     /// # Errors
     /// [`ParseError::Type`] when a value in the section has the wrong type.
-    pub fn section<T>(&self, name: &str) -> Result<ParsedSection<T>, ParseError>
-    where
-        T: DeserializeOwned + JsonSchema + Default,
-    {
+    pub fn section<T: ConfigSection>(&self, name: &str) -> Result<ParsedSection<T>, ParseError> {
         let schema = schemars::SchemaGenerator::default().into_root_schema_for::<T>();
         self.section_with_schema(name, &schema)
             .map(|(section, _)| section)

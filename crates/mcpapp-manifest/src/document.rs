@@ -309,7 +309,7 @@ impl<'s> Walker<'s, '_> {
                                 key: written.to_owned(),
                                 position: key_position,
                                 suggestion: properties.and_then(|props| {
-                                    suggest(written, props.keys().map(String::as_str))
+                                    closest_match(written, props.keys().map(String::as_str))
                                 }),
                             });
                         }
@@ -403,11 +403,15 @@ fn lowercase_first(s: &str) -> String {
 }
 
 /// Picks the known name closest to `written`, if it is close enough to be a typo: the same
-/// name in another case, or within a small edit distance.
-pub(crate) fn suggest<'n>(written: &str, known: impl Iterator<Item = &'n str>) -> Option<String> {
+/// name in another case, or within a small edit distance (a third of its length, 1 to 3).
+pub fn closest_match<'n>(
+    written: &str,
+    known: impl IntoIterator<Item = &'n str>,
+) -> Option<String> {
     let written_lower = written.to_ascii_lowercase();
     let budget = (written.chars().count() / 3).clamp(1, 3);
     known
+        .into_iter()
         .map(|name| {
             (
                 edit_distance(&written_lower, &name.to_ascii_lowercase()),
@@ -454,12 +458,9 @@ mod tests {
         assert_eq!(edit_distance("comand", "command"), 1);
         assert_eq!(edit_distance("", "abc"), 3);
         let known = ["command", "arguments", "id"];
-        assert_eq!(
-            suggest("comand", known.iter().copied()).as_deref(),
-            Some("command")
-        );
-        assert_eq!(suggest("Id", known.iter().copied()).as_deref(), Some("id"));
-        assert_eq!(suggest("zzzzzz", known.iter().copied()), None);
+        assert_eq!(closest_match("comand", known).as_deref(), Some("command"));
+        assert_eq!(closest_match("Id", known).as_deref(), Some("id"));
+        assert_eq!(closest_match("zzzzzz", known), None);
     }
 
     #[test]

@@ -40,10 +40,10 @@ mod state;
 mod validate;
 
 pub use config::{
-    ConfigDocument, DEFAULT_DISCOVERY_PATH, McpAppEntryConfig, McpAppsConfig, ParsedSection,
-    ROOT_SECTION_NAME, SECTION_NAME,
+    ConfigDocument, ConfigSection, DEFAULT_DISCOVERY_PATH, McpAppEntryConfig, McpAppsConfig,
+    ParsedSection, ROOT_SECTION_NAME, SECTION_NAME,
 };
-pub use document::Position;
+pub use document::{Position, closest_match};
 pub use error::{Finding, ParseError, Severity};
 pub use manifest::{
     DEFAULT_PROTOCOL_VERSION, DEFAULT_REQUEST_TIMEOUT_SECONDS, DEFAULT_STARTUP_TIMEOUT_SECONDS,

@@ -1,5 +1,8 @@
 //! Integration tests of mcpapp-manifest: one test binary, one module per area.
 
+// Test helpers may panic: a panic is a failed test with a clear location.
+#![allow(clippy::unwrap_used)]
+
 mod config;
 mod fuzz;
 mod manifest;

@@ -1,0 +1,116 @@
+//! Reading a configuration file (`appsettings.json` style) from disk.
+
+use std::path::{Path, PathBuf};
+
+use mcpapp_manifest::{ConfigDocument, ConfigSection, McpAppsConfig};
+
+use crate::error::ConfigError;
+use crate::report::Diagnostic;
+
+/// A configuration file read into memory. Sections are read from it on demand, so the
+/// gateway and other layers can each bind their own.
+#[derive(Debug, Clone)]
+pub struct ConfigFile {
+    path: PathBuf,
+    dir: PathBuf,
+    text: String,
+}
+
+/// A section read from a [`ConfigFile`], with diagnostics about it (unknown keys and the
+/// like) that name the file.
+#[derive(Debug, Clone)]
+pub struct LoadedSection<T> {
+    /// The section's value.
+    pub value: T,
+    /// What was noticed while reading it.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl ConfigFile {
+    /// Reads `path`. Relative discovery paths in it will resolve against its folder.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`] when the file cannot be read, and [`ConfigError::Parse`] when it
+    /// is not a JSON object.
+    pub fn read(path: &Path) -> Result<Self, ConfigError> {
+        let absolute = crate::paths::absolute(path);
+        let text = std::fs::read_to_string(&absolute).map_err(|source| ConfigError::Read {
+            path: absolute.clone(),
+            source,
+        })?;
+        let file = Self::from_text(&absolute, text);
+        // Fail early on malformed JSON rather than on the first section read.
+        ConfigDocument::parse(&file.text).map_err(|source| ConfigError::Parse {
+            path: file.path.clone(),
+            source,
+        })?;
+        Ok(file)
+    }
+
+    /// Wraps text that claims to come from `path`, without touching the disk.
+    pub fn from_text(path: &Path, text: String) -> Self {
+        let path = crate::paths::absolute(path);
+        let dir = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| path.clone());
+        Self { path, dir, text }
+    }
+
+    /// The file's absolute path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The folder holding the file: the base for relative discovery paths.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Reads the `McpApps` section (at the top level or under `OpenClaw`).
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`] when the file is malformed or a value has the wrong type.
+    pub fn mcp_apps(&self) -> Result<LoadedSection<McpAppsConfig>, ConfigError> {
+        let document = self.document()?;
+        let section = document
+            .mcp_apps()
+            .map_err(|source| self.parse_error(source))?;
+        Ok(self.loaded(section))
+    }
+
+    /// Reads any other section by name, case-insensitively, at the top level or under
+    /// `OpenClaw`; a missing section gives `T::default()`.
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`] when the file is malformed or a value has the wrong type.
+    pub fn section<T: ConfigSection>(&self, name: &str) -> Result<LoadedSection<T>, ConfigError> {
+        let document = self.document()?;
+        let section = document
+            .section::<T>(name)
+            .map_err(|source| self.parse_error(source))?;
+        Ok(self.loaded(section))
+    }
+
+    fn document(&self) -> Result<ConfigDocument<'_>, ConfigError> {
+        ConfigDocument::parse(&self.text).map_err(|source| self.parse_error(source))
+    }
+
+    fn parse_error(&self, source: mcpapp_manifest::ParseError) -> ConfigError {
+        ConfigError::Parse {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn loaded<T>(&self, section: mcpapp_manifest::ParsedSection<T>) -> LoadedSection<T> {
+        LoadedSection {
+            value: section.value,
+            diagnostics: section
+                .findings
+                .iter()
+                .map(|finding| Diagnostic::from_finding(&self.path, finding))
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,414 @@
+//! The discovery builder and the scan that turns discovery paths into a vetted list of apps.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use mcpapp_manifest::{
+    AppSpec, InstallState, Lifecycle, McpAppEntryConfig, McpAppsConfig, ParsedManifest, Severity,
+    closest_match,
+};
+use tracing::{debug, info, info_span, warn};
+
+use crate::config_file::ConfigFile;
+use crate::error::ConfigError;
+use crate::filter::AppFilter;
+use crate::paths::{self, Resolved};
+use crate::report::{Diagnostic, DiscoveredApp, DiscoveryReport};
+use crate::scan::{self, Found};
+
+/// Looks up an environment variable; injectable so tests never touch the process environment.
+type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Configures a [`Discovery`]. Create one with [`Discovery::builder`].
+pub struct DiscoveryBuilder {
+    config: McpAppsConfig,
+    config_path: Option<PathBuf>,
+    base_dir: Option<PathBuf>,
+    paths: Option<(Vec<String>, PathBuf)>,
+    env: EnvLookup,
+    threads: usize,
+}
+
+impl fmt::Debug for DiscoveryBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DiscoveryBuilder")
+            .field("config", &self.config)
+            .field("config_path", &self.config_path)
+            .field("base_dir", &self.base_dir)
+            .field("paths", &self.paths)
+            .field("threads", &self.threads)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DiscoveryBuilder {
+    /// Says which file the configuration came from: relative discovery paths then resolve
+    /// against its folder, and configuration diagnostics name it.
+    pub fn config_file(mut self, file: &ConfigFile) -> Self {
+        self.config_path = Some(file.path().to_path_buf());
+        self.base_dir = Some(file.dir().to_path_buf());
+        self
+    }
+
+    /// The folder relative configured discovery paths resolve against, when the
+    /// configuration did not come from a file. Defaults to the current folder.
+    pub fn base_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.base_dir = Some(dir.into());
+        self
+    }
+
+    /// Replaces the configured discovery paths (for example with command-line `--path`s),
+    /// resolving relative ones against `base` (for the command line, the current folder).
+    pub fn discovery_paths(mut self, paths: Vec<String>, base: impl Into<PathBuf>) -> Self {
+        self.paths = Some((paths, base.into()));
+        self
+    }
+
+    /// How `env:NAME` discovery paths read variables. Defaults to the process environment.
+    pub fn env_lookup(
+        mut self,
+        lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.env = Arc::new(lookup);
+        self
+    }
+
+    /// Threads for walking folders; 0 (the default) picks one per available core.
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// Checks the configuration and builds the discovery.
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidPattern`] when an `Allow` or `Deny` pattern is not a valid glob.
+    pub fn build(self) -> Result<Discovery, ConfigError> {
+        let filter = AppFilter::new(&self.config)?;
+        let cwd = || paths::absolute(Path::new("."));
+        let (raw_paths, base) = match self.paths {
+            Some((paths, base)) => (paths, paths::absolute(&base)),
+            None => (
+                self.config.discovery_paths.clone(),
+                self.base_dir.map_or_else(cwd, |dir| paths::absolute(&dir)),
+            ),
+        };
+        let threads = if self.threads == 0 {
+            std::thread::available_parallelism().map_or(2, usize::from)
+        } else {
+            self.threads
+        };
+        Ok(Discovery {
+            inner: Arc::new(Inner {
+                config: self.config,
+                config_path: self.config_path,
+                raw_paths,
+                base,
+                env: self.env,
+                filter,
+                threads,
+            }),
+        })
+    }
+}
+
+/// Scans discovery paths for app manifests and vets what it finds.
+///
+/// Cheap to clone; [`Discovery::scan`] can run any number of times (each scan reads the
+/// folders afresh, which is how a reload sees new apps). Discovery reads files and never
+/// starts anything.
+#[derive(Clone)]
+pub struct Discovery {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: McpAppsConfig,
+    config_path: Option<PathBuf>,
+    raw_paths: Vec<String>,
+    base: PathBuf,
+    env: EnvLookup,
+    filter: AppFilter,
+    threads: usize,
+}
+
+impl fmt::Debug for Discovery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Discovery")
+            .field("paths", &self.inner.raw_paths)
+            .field("base", &self.inner.base)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Discovery {
+    /// Starts configuring a discovery for `config`.
+    pub fn builder(config: McpAppsConfig) -> DiscoveryBuilder {
+        DiscoveryBuilder {
+            config,
+            config_path: None,
+            base_dir: None,
+            paths: None,
+            env: Arc::new(|name| std::env::var(name).ok()),
+            threads: 0,
+        }
+    }
+
+    /// The configuration this discovery applies.
+    pub fn config(&self) -> &McpAppsConfig {
+        &self.inner.config
+    }
+
+    /// Scans every discovery path, in order, and returns the apps found and diagnostics.
+    ///
+    /// Per app: the manifest is parsed; its entry's overrides are applied; the effective
+    /// manifest is validated; a repeated id makes every later app with it invalid; then the
+    /// allow/deny rules may disable it. Valid, allowed apps end `Validated` with a spec.
+    pub fn scan(&self) -> DiscoveryReport {
+        let inner = &*self.inner;
+        let span = info_span!("discovery", paths = inner.raw_paths.len());
+        let _guard = span.enter();
+        let mut scan = Scan {
+            inner,
+            report: DiscoveryReport::default(),
+            seen_files: HashSet::new(),
+            first_by_id: HashMap::new(),
+        };
+        if !inner.config.enabled {
+            debug!("MCP Apps are disabled; nothing to scan");
+            scan.config_diagnostic(
+                Severity::Info,
+                "MCP Apps are disabled (McpApps.Enabled is false); nothing was scanned",
+            );
+            return scan.report;
+        }
+        if let Some(problem) = inner.filter.semantics_problem() {
+            warn!("{problem}");
+            scan.config_diagnostic(Severity::Warning, problem);
+        }
+        for raw in &inner.raw_paths {
+            match paths::resolve(raw, &inner.base, &*inner.env) {
+                Resolved::Unusable(message) => {
+                    warn!("{message}");
+                    scan.config_diagnostic(Severity::Warning, message);
+                }
+                Resolved::Folder(root) => scan.root(&root),
+            }
+        }
+        scan.unmatched_entries();
+        info!(
+            apps = scan.report.apps.len(),
+            runnable = scan.report.runnable().count(),
+            "discovery finished"
+        );
+        scan.report
+    }
+}
+
+/// The state of one scan while it runs.
+struct Scan<'a> {
+    inner: &'a Inner,
+    report: DiscoveryReport,
+    seen_files: HashSet<PathBuf>,
+    first_by_id: HashMap<String, PathBuf>,
+}
+
+impl Scan<'_> {
+    fn config_diagnostic(&mut self, severity: Severity, message: impl Into<String>) {
+        let path = self.inner.config_path.as_deref();
+        self.report
+            .diagnostics
+            .push(Diagnostic::new(path, None, severity, message));
+    }
+
+    fn root(&mut self, root: &Path) {
+        match std::fs::metadata(root) {
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                debug!(path = %root.display(), "discovery path does not exist");
+                self.report.diagnostics.push(Diagnostic::new(
+                    Some(root),
+                    None,
+                    Severity::Debug,
+                    "discovery path does not exist",
+                ));
+                return;
+            }
+            Err(err) => {
+                warn!(path = %root.display(), "cannot read discovery path: {err}");
+                self.report.diagnostics.push(Diagnostic::new(
+                    Some(root),
+                    None,
+                    Severity::Warning,
+                    format!("cannot read discovery path: {err}"),
+                ));
+                return;
+            }
+            Ok(meta) if !meta.is_dir() => {
+                self.report.diagnostics.push(Diagnostic::new(
+                    Some(root),
+                    None,
+                    Severity::Warning,
+                    "discovery path is not a folder; skipped",
+                ));
+                return;
+            }
+            Ok(_) => {}
+        }
+        info!("Scanning for MCP Apps in: {}", root.display());
+        let scanned = scan::scan_root(root, self.inner.threads);
+        for problem in &scanned.problems {
+            warn!("{problem}");
+        }
+        self.report.diagnostics.extend(scanned.problems);
+        for found in scanned.found {
+            self.found(found);
+        }
+    }
+
+    fn found(&mut self, found: Found) {
+        if !self.seen_files.insert(found.canonical.clone()) {
+            // Overlapping discovery paths (or links) reach the same file twice; one app.
+            self.report.diagnostics.push(Diagnostic::new(
+                Some(&found.path),
+                None,
+                Severity::Debug,
+                "manifest already found through another discovery path; counted once",
+            ));
+            return;
+        }
+        match found.parsed {
+            Err(diagnostic) => {
+                warn!("{diagnostic}");
+                self.report.diagnostics.push(diagnostic);
+            }
+            Ok(parsed) => {
+                let app = self.app(&found.path, &parsed);
+                self.report.apps.push(app);
+            }
+        }
+    }
+
+    fn app(&mut self, path: &Path, parsed: &ParsedManifest) -> DiscoveredApp {
+        let root = path.parent().unwrap_or(path).to_path_buf();
+        let id = parsed
+            .manifest
+            .id
+            .clone()
+            .filter(|id| !id.trim().is_empty());
+        let entry: Option<&McpAppEntryConfig> =
+            id.as_ref().and_then(|id| self.inner.config.entries.get(id));
+        let effective = match entry {
+            Some(entry) => parsed.manifest.with_overrides(entry),
+            None => parsed.manifest.clone(),
+        };
+        let mut state = InstallState::new(effective.clone(), path.to_path_buf(), root);
+        for finding in &parsed.findings {
+            state.warnings.push(finding.to_string());
+            self.report
+                .diagnostics
+                .push(Diagnostic::from_finding(path, finding));
+        }
+
+        let mut spec: Option<AppSpec> = match effective.validate() {
+            Ok(spec) => Some(spec),
+            Err(errors) => {
+                for error in &errors {
+                    let position = parsed
+                        .field_position(error.field())
+                        .or(Some(parsed.root_position()));
+                    self.report.diagnostics.push(Diagnostic::new(
+                        Some(path),
+                        position,
+                        Severity::Error,
+                        error.to_string(),
+                    ));
+                    state.invalidate(error.to_string());
+                }
+                warn!(
+                    path = %path.display(),
+                    "McpApp manifest is invalid: {}",
+                    state.validation_errors.join("; ")
+                );
+                None
+            }
+        };
+
+        if let Some(id) = &id {
+            match self.first_by_id.get(id) {
+                Some(first) => {
+                    let message = format!(
+                        "duplicate app id '{id}': already defined by {}; this manifest is ignored",
+                        first.display()
+                    );
+                    warn!(path = %path.display(), "{message}");
+                    self.report.diagnostics.push(Diagnostic::new(
+                        Some(path),
+                        parsed.field_position("id"),
+                        Severity::Error,
+                        message.clone(),
+                    ));
+                    state.invalidate(message);
+                    spec = None;
+                }
+                None => {
+                    self.first_by_id.insert(id.clone(), path.to_path_buf());
+                }
+            }
+        }
+
+        if state.is_valid {
+            state.transition(Lifecycle::Validated);
+            info!(
+                "Discovered McpApp '{}' ({}) v{} at {}",
+                state.id(),
+                state.manifest.display_name(),
+                state.manifest.version,
+                path.display()
+            );
+        }
+
+        if let Some(id) = &id {
+            let enabled = entry.is_none_or(|e| e.enabled);
+            if let Err(denial) = self.inner.filter.check(id, enabled) {
+                if denial.misconfigured {
+                    warn!("{}", denial.message);
+                } else {
+                    info!("{}", denial.message);
+                }
+                self.report.diagnostics.push(Diagnostic::new(
+                    Some(path),
+                    None,
+                    Severity::Info,
+                    denial.message.clone(),
+                ));
+                state.disable(denial.message);
+                spec = None;
+            }
+        }
+
+        DiscoveredApp { state, spec }
+    }
+
+    fn unmatched_entries(&mut self) {
+        let ids: Vec<&str> = self.report.apps.iter().map(DiscoveredApp::id).collect();
+        let mut messages = Vec::new();
+        for key in self.inner.config.entries.keys() {
+            if ids.contains(&key.as_str()) {
+                continue;
+            }
+            let hint = match closest_match(key, ids.iter().copied()) {
+                Some(near) => format!("; did you mean '{near}'?"),
+                None => String::new(),
+            };
+            messages.push(format!(
+                "McpApps.Entries has a key '{key}' that matches no discovered app{hint}"
+            ));
+        }
+        for message in messages {
+            warn!("{message}");
+            self.config_diagnostic(Severity::Warning, message);
+        }
+    }
+}
