@@ -246,12 +246,9 @@ impl Scan<'_> {
                 return;
             }
             Ok(meta) if !meta.is_dir() => {
-                self.report.diagnostics.push(Diagnostic::new(
-                    Some(root),
-                    None,
-                    Severity::Warning,
-                    "discovery path is not a folder; skipped",
-                ));
+                // A discovery path may name one manifest file directly, whatever its name.
+                let found = scan::read_manifest(root);
+                self.found(found);
                 return;
             }
             Ok(_) => {}

@@ -93,10 +93,17 @@ fn oversized_and_non_utf8_manifests_are_skipped_with_errors() {
 }
 
 #[test]
-fn a_discovery_path_that_is_a_file_is_a_warning() {
+fn a_discovery_path_may_name_a_manifest_file_directly() {
     let tree = Tree::new();
-    tree.write("file.txt", "x");
-    let report = scan(&tree, enabled(), &["file.txt"]);
-    assert!(report.apps.is_empty());
-    assert_eq!(report.diagnostics[0].severity, Severity::Warning);
+    tree.write("custom-name.json", r#"{"id":"direct","command":"x"}"#);
+    tree.write("notes.txt", "not json");
+    let report = scan(&tree, enabled(), &["custom-name.json", "notes.txt"]);
+    assert_eq!(ids(&report), ["direct"]);
+    assert_eq!(report.apps[0].state.root_path, tree.root());
+    assert_eq!(report.diagnostics.len(), 1);
+    assert_eq!(report.diagnostics[0].severity, Severity::Error);
+    assert_eq!(
+        report.diagnostics[0].path.as_deref(),
+        Some(tree.path("notes.txt").as_path())
+    );
 }

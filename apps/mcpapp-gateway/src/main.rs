@@ -1,0 +1,29 @@
+//! `mcpapp-gateway`: discovers, validates and hosts MCP Apps.
+//!
+//! This file only parses arguments, installs logging and hands over to a command; the work
+//! happens in the library crates.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+mod cli;
+mod commands;
+mod config;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    install_tracing(&cli);
+    commands::run(cli.command)
+}
+
+/// Logs go to stderr (stdout carries command output); `RUST_LOG` overrides the level.
+fn install_tracing(cli: &cli::Cli) {
+    let default = cli.log_level.as_deref().unwrap_or("warn");
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
