@@ -5,6 +5,8 @@
 //! - `codegen [--check]`: regenerates the committed JSON Schemas under `docs/schema/`; with
 //!   `--check`, fails when they are stale instead.
 //! - `ci`: the cargo steps of `.ci/run` (format check, clippy, tests), in the same order.
+//! - `bench [ARGS]`: runs the criterion benchmarks (release build); extra arguments go to
+//!   the benchmark binaries (e.g. a name filter).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -12,6 +14,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 
 mod codegen;
+mod tidy;
 mod util;
 
 const USAGE: &str = "\
@@ -20,6 +23,7 @@ usage: cargo xtask <task>
 tasks:
   codegen [--check]   regenerate docs/schema/*.json (or check they are current)
   ci                  run the cargo steps of .ci/run: fmt check, clippy, tests
+  bench [ARGS]        run the criterion benchmarks (ARGS go to the bench binaries)
 ";
 
 fn main() -> ExitCode {
@@ -45,6 +49,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
     match task {
         "codegen" => codegen::run(&root, rest),
         "ci" => ci(&root, rest),
+        "bench" => bench(&root, rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())
@@ -74,6 +79,16 @@ fn ci(root: &Path, args: &[String]) -> anyhow::Result<()> {
         util::cargo(root, step)?;
     }
     Ok(())
+}
+
+/// Runs every benchmark of the workspace in release mode.
+fn bench(root: &Path, args: &[String]) -> anyhow::Result<()> {
+    let mut cargo_args = vec!["bench", "--workspace", "--benches"];
+    if !args.is_empty() {
+        cargo_args.push("--");
+        cargo_args.extend(args.iter().map(String::as_str));
+    }
+    util::cargo(root, &cargo_args)
 }
 
 /// The workspace root: the parent of this crate's folder.
