@@ -1,8 +1,9 @@
 //! `completion/complete` for prompt arguments and resource-template variables.
 //!
-//! Id arguments complete to ids (as strings): an id matches when it starts with the typed text,
-//! or when the record's name (or a product's SKU) contains it, ignoring case. So typing `Up`
-//! for a store offers `2` (Uptown Grocery). Word arguments (`urgency`, `term`) complete by
+//! Id arguments complete to ids (as strings): typed digits match ids that start with them;
+//! other text matches records whose name (or a product's SKU) contains it, ignoring case. So
+//! typing `2` for a product offers `2, 20, 21...` and typing `up` for a store offers `2`
+//! (Uptown Grocery). Word arguments (`urgency`, `term`) complete by
 //! case-insensitive prefix.
 
 use rmcp::ErrorData as McpError;
@@ -14,11 +15,14 @@ use crate::service::{InventoryService, ProductFilter};
 
 fn matching_ids<'a>(typed: &str, records: impl Iterator<Item = (u32, &'a str)>) -> Vec<String> {
     let needle = typed.trim().to_lowercase();
+    let numeric = needle.chars().all(|c| c.is_ascii_digit());
     records
         .filter(|(id, label)| {
-            needle.is_empty()
-                || id.to_string().starts_with(&needle)
-                || label.to_lowercase().contains(&needle)
+            if numeric {
+                id.to_string().starts_with(&needle)
+            } else {
+                label.to_lowercase().contains(&needle)
+            }
         })
         .map(|(id, _)| id.to_string())
         .collect()

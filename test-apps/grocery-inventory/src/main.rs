@@ -19,6 +19,12 @@
 //! The server caps its protocol versions at 2025-11-25 (so the elicitation tools can send
 //! `elicitation/create`).
 //!
+//! Two manifests ship with the crate: `openclaw.mcpapp.json` (id `grocery-inventory`, http,
+//! `http://127.0.0.1:5001/mcp`: start the app with `grocery-inventory http --bind
+//! 127.0.0.1:5001` first) and `stdio/openclaw.mcpapp.json` (id `grocery-inventory-stdio`,
+//! command `grocery-inventory` found on `PATH`, arguments `["stdio"]`). Both use the tool prefix
+//! `grocery.`.
+//!
 //! # Contracts other crates rely on
 //!
 //! **Data.** Integer ids starting at 1. Stores: 1 "Downtown Market" (Portland, OR),
