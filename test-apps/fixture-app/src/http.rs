@@ -20,6 +20,7 @@ use futures::StreamExt as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
+use tracing::Instrument as _;
 
 use crate::server::{FixtureServer, Shared};
 use crate::stdio::CRASH_STATUS;
@@ -101,12 +102,15 @@ async fn guard(State(g): State<Arc<Guard>>, request: Request, next: Next) -> Res
     let tail = futures::stream::poll_fn(move |_| {
         if armed {
             armed = false;
-            tokio::spawn(async {
-                tokio::time::sleep(CRASH_GRACE).await;
-                eprintln!("fixture-app: crashing after the configured number of tool calls");
-                let _ = std::io::stderr().flush();
-                std::process::exit(CRASH_STATUS);
-            });
+            tokio::spawn(
+                async {
+                    tokio::time::sleep(CRASH_GRACE).await;
+                    eprintln!("fixture-app: crashing after the configured number of tool calls");
+                    let _ = std::io::stderr().flush();
+                    std::process::exit(CRASH_STATUS);
+                }
+                .in_current_span(),
+            );
         }
         Poll::Ready(None)
     });

@@ -90,6 +90,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use axum::http::{HeaderName, HeaderValue};
 use clap::{Parser, ValueEnum};
+use tracing::Instrument as _;
 
 use crate::http::HttpOptions;
 use crate::server::Shared;
@@ -193,11 +194,14 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         if let Some(ms) = cli.exit_after_ms {
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                eprintln!("fixture-app: exiting after {ms} ms (--exit-after-ms)");
-                std::process::exit(CRASH_STATUS);
-            });
+            tokio::spawn(
+                async move {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    eprintln!("fixture-app: exiting after {ms} ms (--exit-after-ms)");
+                    std::process::exit(CRASH_STATUS);
+                }
+                .in_current_span(),
+            );
         }
         match cli.mode {
             Mode::Stdio if cli.never_initialize => stdio::never_initialize().await,

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use rmcp::ServiceExt as _;
 use rmcp::model::{
     ArgumentInfo, CompleteRequestParams, GetPromptRequestParams, ReadResourceRequestParams,
     Reference, ResourceContents,
@@ -41,7 +42,45 @@ over_both_transports!(
     resources_read_back,
     prompts_are_built_from_live_data,
     completions_return_matching_values,
+    protocol_is_capped_at_2025_11_25,
 );
+
+async fn protocol_is_capped_at_2025_11_25(kind: Kind) {
+    // rmcp's default client configuration asks for the newest protocol, 2026-07-28.
+    let default_client = rmcp::model::ClientConfig::default();
+    assert_eq!(
+        default_client.protocol_version,
+        rmcp::model::ProtocolVersion::V_2026_07_28
+    );
+    // The http app must outlive the client, so it is kept here.
+    let mut app = None;
+    let client = match kind {
+        Kind::Stdio => {
+            let command = crate::support::app_command(&["stdio"]);
+            let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            within("initialize", default_client.serve(transport))
+                .await
+                .unwrap()
+        }
+        Kind::Http => {
+            let started = app.insert(crate::support::start_http(&[]).await);
+            let url = started.mcp_url.clone();
+            let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url);
+            within("initialize", default_client.serve(transport))
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(
+        client.peer_info().unwrap().protocol_version,
+        rmcp::model::ProtocolVersion::V_2025_11_25
+    );
+    let tools = within("tools/list", client.list_all_tools()).await.unwrap();
+    assert_eq!(tools.len(), TOOLS.len());
+}
 
 async fn lists_exact_names_and_metadata(kind: Kind) {
     let c = connect(kind, Elicit::Unsupported, &[]).await;
