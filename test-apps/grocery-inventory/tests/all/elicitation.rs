@@ -132,6 +132,25 @@ async fn large_adjustments_need_confirmation(kind: Kind) {
     assert_eq!(structured(&refused)["status"], "declined");
 
     let unable = connect(kind, Elicit::Unsupported, &[]).await;
+    for (args, needle) in [
+        (
+            json!({"storeId": 3, "productId": 10, "delta": 0}),
+            "non-zero",
+        ),
+        (
+            json!({"storeId": 9, "productId": 10, "delta": 1}),
+            "store 9 does not exist",
+        ),
+        (
+            json!({"storeId": 3, "productId": 10}),
+            "missing field `delta`",
+        ),
+    ] {
+        assert_tool_error(
+            &unable.call("adjust_stock_with_confirmation", args).await,
+            &[needle],
+        );
+    }
     assert_tool_error(
         &unable
             .call(
