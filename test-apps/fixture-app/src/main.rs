@@ -1,0 +1,226 @@
+//! `fixture-app`: a small MCP server whose behaviour is chosen by flags, so host tests can
+//! produce on demand every situation a host must survive.
+//!
+//! # Running
+//!
+//! ```text
+//! fixture-app <stdio|http> [--bind ADDR] [FLAGS]
+//! ```
+//!
+//! - `stdio` speaks MCP over stdin/stdout and logs only to stderr.
+//! - `http` serves Streamable HTTP MCP at `/mcp` on `--bind ADDR` (default `127.0.0.1:0`) and,
+//!   once it accepts connections, prints exactly one stdout line
+//!   `listening on http://HOST:PORT/mcp`.
+//! - The server caps its protocol versions at 2025-11-25. `RUST_LOG` sets the log filter
+//!   (default `warn`, so stderr stays quiet unless a flag makes noise).
+//!
+//! # Flags
+//!
+//! Start-up happens in this order: `--stderr-noise` lines, `--exit-at-start`,
+//! `--start-delay-ms`, `--garbage-stdout`, then serving (with `--exit-after-ms` running).
+//!
+//! - `--exit-at-start CODE`: write one line to stderr, then exit with status `CODE` before
+//!   serving (http: before binding).
+//! - `--exit-after-ms MS`: serve normally, then exit with status 17 after `MS` milliseconds.
+//! - `--crash-after-calls N`: exit with status 17 right after the response to the `N`th
+//!   `tools/call` (counted per process) has been written: over stdio once it is flushed to
+//!   stdout; over HTTP 100 ms after the call's response stream has been handed to the server.
+//! - `--start-delay-ms MS`: sleep `MS` milliseconds before serving (http: before binding and
+//!   printing the `listening on` line).
+//! - `--never-initialize`: read input but never answer anything, and stay alive (stdio: even
+//!   after stdin closes; http: the line is printed, then every request to `/mcp` is held
+//!   pending forever).
+//! - `--garbage-stdout`: print three non-JSON lines (`this is not JSON-RPC`, ...) to stdout, then
+//!   exit with status 1 (in both modes; http prints them instead of the `listening on` line).
+//! - `--stderr-noise N`: write `N` numbered lines (`fixture-app noise: start line i of N`) to
+//!   stderr at start, and one line (`fixture-app noise: tool call K: NAME`) per tool call.
+//! - `--require-header NAME=VALUE` (http only; an error with stdio): answer `401` with a JSON
+//!   body `{"error": "unauthorized", "message": ...}` (naming the header, never the value)
+//!   unless the request carries header `NAME` with exactly `VALUE`.
+//!
+//! # Tools
+//!
+//! - `echo {message}`: text `message` and structuredContent `{"message"}`.
+//! - `slow {ms}`: answers after `ms` milliseconds (`{"sleptMs"}`); a cancellation is counted.
+//! - `hang`: never answers; waits until cancelled and counts the cancellation.
+//! - `cancellations {waitMs?}`: `{"count": n}` once n >= 1 or after `waitMs` (default 0) ms.
+//! - `freeze`: answers `frozen`, then the server answers nothing more, not even `ping` (stdio
+//!   stops reading stdin; http holds every later request pending); the process stays alive.
+//! - `huge_output {bytes}`: one text block of exactly `bytes` bytes (at most 64 MiB).
+//! - `image`: a text block and a 2x2 PNG image block (`image/png`).
+//! - `progress {steps, delayMs?}`: sends `steps` `notifications/progress` with the request's
+//!   `progressToken` (progress 1..=steps, total steps), then returns `{"steps", "progressToken"}`.
+//! - `elicit {message}`: sends `elicitation/create` with a form `{name: string, agree: boolean}`
+//!   and returns text `accepted: <content JSON>`, `declined` or `cancelled` (structuredContent
+//!   `{"action", "content"}`); a tool error if the client has no form elicitation.
+//! - `notify_tools_changed`: adds a tool `added_tool_N` (N = 1, 2, ... per process) that echoes
+//!   its `message`, then sends `notifications/tools/list_changed`.
+//! - `notify_resources_changed`: sends `notifications/resources/list_changed`.
+//! - `log {level, message}`: sends `notifications/message` (logger `fixture-app`).
+//! - `echo_session`: `{"sessionId": <the request's _meta.sessionId or null>}`.
+//! - `echo_meta`: `{"meta": <the whole request _meta or null>}`.
+//! - `get_env {name}`: `{"name", "value"}` (`value` null when unset). `get_cwd`: `{"cwd"}`.
+//! - `client_info`: `{"clientInfo", "capabilities", "protocolVersion"}` as this connection's
+//!   `initialize` sent them, plus `negotiatedProtocolVersion`.
+//! - `app_only_tool` (`_meta.ui.visibility: ["app"]`), `model_only_tool` (`["model"]`),
+//!   `malformed_visibility_tool` (`_meta.ui.visibility: "app"`, a string): each returns text
+//!   `called:NAME` and `{"ok": true, "name": NAME}`.
+//! - `show_fixture_ui` (`_meta.ui = {"resourceUri": "ui://fixture/view.html", "visibility":
+//!   ["model", "app"]}`): text `called:show_fixture_ui` and `{"ok": true, "name":
+//!   "show_fixture_ui"}`. `legacy_ui_tool`: only the flat `_meta["ui/resourceUri"] =
+//!   "ui://fixture/view.html"`, same kind of result.
+//!
+//! # Resources and vendor fields
+//!
+//! `ui://fixture/view.html` (mime `text/html;profile=mcp-app`) is listed and readable: a tiny
+//! view that performs `ui/initialize`, shows `#status` (`ready`, then `rendered` with the tool
+//! result JSON in `#result`) and has buttons `#call-app-only` / `#call-model-only` whose outcome
+//! lands in `#message`. Every entry of the raw `tools/list` result carries
+//! `"x-vendor": {"fixture": true}` next to `name`, and the result carries `"x-fixture-page": 1`.
+
+mod http;
+mod server;
+mod stdio;
+mod vendor;
+
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use axum::http::{HeaderName, HeaderValue};
+use clap::{Parser, ValueEnum};
+use tracing::Instrument as _;
+
+use crate::http::HttpOptions;
+use crate::server::Shared;
+use crate::stdio::CRASH_STATUS;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// MCP over stdin/stdout.
+    Stdio,
+    /// Streamable HTTP at /mcp.
+    Http,
+}
+
+/// Command line of `fixture-app`; see the crate documentation for every flag.
+#[derive(Debug, Parser)]
+#[command(
+    name = "fixture-app",
+    version,
+    about = "MCP fixture server for host tests"
+)]
+struct Cli {
+    /// Transport to serve.
+    #[arg(value_enum)]
+    mode: Mode,
+    /// Address to listen on (http).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    bind: String,
+    /// Write a line to stderr and exit with this status before serving.
+    #[arg(long, value_name = "CODE", allow_negative_numbers = true)]
+    exit_at_start: Option<i32>,
+    /// Exit with status 17 this many milliseconds after starting to serve.
+    #[arg(long, value_name = "MS")]
+    exit_after_ms: Option<u64>,
+    /// Exit with status 17 right after answering the Nth tools/call.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    crash_after_calls: Option<u64>,
+    /// Sleep this many milliseconds before serving.
+    #[arg(long, value_name = "MS")]
+    start_delay_ms: Option<u64>,
+    /// Read input but never answer anything.
+    #[arg(long)]
+    never_initialize: bool,
+    /// Print three non-JSON lines to stdout and exit with status 1.
+    #[arg(long)]
+    garbage_stdout: bool,
+    /// Write N numbered lines to stderr at start and one per tool call.
+    #[arg(long, value_name = "N")]
+    stderr_noise: Option<u32>,
+    /// Require this header on every HTTP request (NAME=VALUE).
+    #[arg(long, value_name = "NAME=VALUE", value_parser = parse_header)]
+    require_header: Option<(HeaderName, HeaderValue)>,
+}
+
+fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let (name, value) = text
+        .split_once('=')
+        .ok_or_else(|| "expected NAME=VALUE".to_owned())?;
+    let name = HeaderName::try_from(name.trim())
+        .map_err(|e| format!("invalid header name {name:?}: {e}"))?;
+    let value = HeaderValue::try_from(value).map_err(|e| format!("invalid header value: {e}"))?;
+    Ok((name, value))
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    if cli.mode == Mode::Stdio && cli.require_header.is_some() {
+        bail!("--require-header only applies to http mode");
+    }
+
+    if let Some(n) = cli.stderr_noise {
+        let mut stderr = std::io::stderr().lock();
+        for i in 1..=n {
+            writeln!(stderr, "fixture-app noise: start line {i} of {n}")?;
+        }
+    }
+    if let Some(code) = cli.exit_at_start {
+        eprintln!("fixture-app: exiting at start with status {code} (--exit-at-start)");
+        std::process::exit(code);
+    }
+    if let Some(ms) = cli.start_delay_ms {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+    if cli.garbage_stdout {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "this is not JSON-RPC")?;
+        writeln!(stdout, "{{ neither is this")?;
+        writeln!(stdout, "garbage line 3")?;
+        stdout.flush()?;
+        std::process::exit(1);
+    }
+
+    let shared = Arc::new(Shared::new(cli.stderr_noise.is_some()));
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async move {
+        if let Some(ms) = cli.exit_after_ms {
+            tokio::spawn(
+                async move {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    eprintln!("fixture-app: exiting after {ms} ms (--exit-after-ms)");
+                    std::process::exit(CRASH_STATUS);
+                }
+                .in_current_span(),
+            );
+        }
+        match cli.mode {
+            Mode::Stdio if cli.never_initialize => stdio::never_initialize().await,
+            Mode::Stdio => stdio::serve(shared, cli.crash_after_calls).await,
+            Mode::Http => {
+                http::serve(
+                    shared,
+                    HttpOptions {
+                        bind: cli.bind,
+                        require_header: cli.require_header,
+                        crash_after_calls: cli.crash_after_calls,
+                        never_initialize: cli.never_initialize,
+                    },
+                )
+                .await
+            }
+        }
+    })?;
+    // The blocking stdin reader cannot be interrupted; do not wait for it.
+    runtime.shutdown_background();
+    Ok(())
+}

@@ -1,0 +1,678 @@
+//! The fixture's MCP server: [`FixtureServer`] implements the tools and the UI resource, and
+//! [`Shared`] holds the state every connection of the process sees (cancellation count, tools
+//! added at runtime, the freeze switch).
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::handler::server::tool::{ToolCallContext, ToolRouter};
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
+    ElicitationAction, ElicitationSchema, Implementation, InitializeRequestParams,
+    InitializeResult, JsonObject, ListResourcesResult, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
+    ServerConfig, Tool,
+};
+// Logging is deprecated by SEP-2577 but still part of 2025-11-25, which the fixture speaks.
+#[allow(deprecated)]
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+use rmcp::service::{ElicitationMode, RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler, tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The fixture's UI resource.
+pub(crate) const VIEW_URI: &str = "ui://fixture/view.html";
+/// The MCP Apps MIME type.
+pub(crate) const MCP_APP_MIME: &str = "text/html;profile=mcp-app";
+/// The largest `huge_output` the fixture agrees to produce.
+pub(crate) const MAX_HUGE_OUTPUT: u64 = 64 * 1024 * 1024;
+const VIEW_HTML: &str = include_str!("view.html");
+
+/// A 2x2 RGBA PNG (red, green / blue, white), as served by the `image` tool.
+pub(crate) const PNG_2X2: [u8; 75] = [
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x02, 0x08, 0x06, 0x00, 0x00, 0x00, 0x72, 0xb6, 0x0d,
+    0x24, 0x00, 0x00, 0x00, 0x12, 0x49, 0x44, 0x41, 0x54, 0x78, 0xda, 0x63, 0xf8, 0xcf, 0xc0, 0xf0,
+    0x1f, 0x0c, 0x81, 0x34, 0x18, 0x00, 0x00, 0x49, 0xc8, 0x09, 0xf7, 0x03, 0xd9, 0x64, 0xf1, 0x00,
+    0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+/// Process-wide state shared by every connection.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// Write one stderr line per tool call.
+    pub(crate) stderr_noise: bool,
+    cancellations: watch::Sender<u64>,
+    added_tools: Mutex<Vec<String>>,
+    /// Cancelled by the `freeze` tool: from then on the transports stop answering.
+    pub(crate) frozen: CancellationToken,
+    tool_calls: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn new(stderr_noise: bool) -> Self {
+        Self {
+            stderr_noise,
+            cancellations: watch::Sender::new(0),
+            added_tools: Mutex::new(Vec::new()),
+            frozen: CancellationToken::new(),
+            tool_calls: AtomicU64::new(0),
+        }
+    }
+
+    fn record_cancellation(&self) {
+        self.cancellations.send_modify(|n| *n += 1);
+    }
+
+    fn added(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        // A push cannot be observed half-done, so a poisoned lock is still consistent.
+        self.added_tools.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts a tool call and, with `--stderr-noise`, reports it on stderr.
+    pub(crate) fn note_tool_call(&self, name: &str) {
+        let n = self.tool_calls.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.stderr_noise {
+            eprintln!("fixture-app noise: tool call {n}: {name}");
+        }
+    }
+}
+
+/// The MCP server of one connection.
+#[derive(Debug, Clone)]
+pub(crate) struct FixtureServer {
+    shared: Arc<Shared>,
+    /// The `initialize` parameters exactly as this connection's client sent them.
+    initialize: Arc<Mutex<Option<InitializeRequestParams>>>,
+    tool_router: ToolRouter<Self>,
+}
+
+/// `echo` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct MessageArgs {
+    /// The text to send back.
+    message: String,
+}
+
+/// `slow` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct SlowArgs {
+    /// How long to wait before answering, in milliseconds.
+    ms: u64,
+}
+
+/// `cancellations` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CancellationsArgs {
+    /// Wait up to this many milliseconds for the first cancellation (default 0).
+    #[serde(default)]
+    wait_ms: u64,
+}
+
+/// `huge_output` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct HugeArgs {
+    /// Exact size of the text content, in bytes (at most 64 MiB).
+    bytes: u64,
+}
+
+/// `progress` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ProgressArgs {
+    /// Number of progress notifications to send.
+    steps: u32,
+    /// Pause after each notification, in milliseconds.
+    #[serde(default)]
+    delay_ms: u64,
+}
+
+/// `log` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct LogArgs {
+    /// debug, info, notice, warning, error, critical, alert or emergency.
+    level: String,
+    /// The log text.
+    message: String,
+}
+
+/// `get_env` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct EnvArgs {
+    /// Name of the environment variable.
+    name: String,
+}
+
+/// The form `elicit` asks the client to fill.
+#[derive(Debug, JsonSchema)]
+#[expect(dead_code, reason = "only the JSON Schema of the form is used")]
+pub(crate) struct ElicitForm {
+    /// Your name.
+    name: String,
+    /// Tick to agree.
+    agree: bool,
+}
+
+fn text_and_structured(text: impl Into<String>, structured: Value) -> CallToolResult {
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(structured);
+    result
+}
+
+fn called(name: &str) -> CallToolResult {
+    text_and_structured(format!("called:{name}"), json!({"ok": true, "name": name}))
+}
+
+fn meta(value: Value) -> MetaObject {
+    match value {
+        Value::Object(map) => MetaObject(map),
+        _ => MetaObject::new(),
+    }
+}
+
+fn app_only_meta() -> MetaObject {
+    meta(json!({"ui": {"visibility": ["app"]}}))
+}
+
+fn model_only_meta() -> MetaObject {
+    meta(json!({"ui": {"visibility": ["model"]}}))
+}
+
+fn malformed_visibility_meta() -> MetaObject {
+    meta(json!({"ui": {"visibility": "app"}}))
+}
+
+fn fixture_ui_meta() -> MetaObject {
+    meta(json!({"ui": {"resourceUri": VIEW_URI, "visibility": ["model", "app"]}}))
+}
+
+fn legacy_ui_meta() -> MetaObject {
+    meta(json!({"ui/resourceUri": VIEW_URI}))
+}
+
+fn view_resource_meta() -> MetaObject {
+    meta(
+        json!({"ui": {"prefersBorder": false, "csp": {"connectDomains": [], "resourceDomains": []}}}),
+    )
+}
+
+#[tool_router(vis = "pub(crate)")]
+impl FixtureServer {
+    /// Send the message back as text and as structuredContent {message}.
+    #[tool]
+    fn echo(&self, Parameters(args): Parameters<MessageArgs>) -> CallToolResult {
+        text_and_structured(args.message.clone(), json!({"message": args.message}))
+    }
+
+    /// Wait `ms` milliseconds, then answer. A cancellation while waiting is counted.
+    #[tool]
+    async fn slow(
+        &self,
+        Parameters(args): Parameters<SlowArgs>,
+        ct: CancellationToken,
+    ) -> CallToolResult {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(args.ms)) => {
+                text_and_structured(format!("slept {} ms", args.ms), json!({"sleptMs": args.ms}))
+            }
+            () = ct.cancelled() => {
+                self.shared.record_cancellation();
+                CallToolResult::error(vec![ContentBlock::text("cancelled")])
+            }
+        }
+    }
+
+    /// Never answer; wait until the request is cancelled and count the cancellation.
+    #[tool]
+    async fn hang(&self, ct: CancellationToken) -> CallToolResult {
+        ct.cancelled().await;
+        self.shared.record_cancellation();
+        CallToolResult::error(vec![ContentBlock::text("cancelled")])
+    }
+
+    /// Return {"count": n}, the number of cancelled hang/slow calls, once n >= 1 or after
+    /// waitMs milliseconds (default 0).
+    #[tool]
+    async fn cancellations(
+        &self,
+        Parameters(args): Parameters<CancellationsArgs>,
+    ) -> CallToolResult {
+        let mut rx = self.shared.cancellations.subscribe();
+        // A timeout only means no cancellation arrived in time; the count is read either way.
+        let _ = tokio::time::timeout(
+            Duration::from_millis(args.wait_ms),
+            rx.wait_for(|n| *n >= 1),
+        )
+        .await;
+        let count = *self.shared.cancellations.borrow();
+        text_and_structured(format!("{count} cancellation(s)"), json!({"count": count}))
+    }
+
+    /// Answer, then stop answering anything (including ping) while staying alive: over stdio
+    /// stdin is no longer read, over HTTP every later request is held pending.
+    #[tool]
+    fn freeze(&self) -> CallToolResult {
+        self.shared.frozen.cancel();
+        text_and_structured("frozen", json!({"frozen": true}))
+    }
+
+    /// Return a text block of exactly `bytes` bytes (at most 64 MiB).
+    #[tool]
+    fn huge_output(
+        &self,
+        Parameters(args): Parameters<HugeArgs>,
+    ) -> Result<CallToolResult, String> {
+        if args.bytes > MAX_HUGE_OUTPUT {
+            return Err(format!(
+                "bytes must be at most {MAX_HUGE_OUTPUT}, got {}",
+                args.bytes
+            ));
+        }
+        let len = usize::try_from(args.bytes).map_err(|e| e.to_string())?;
+        let pattern = b"0123456789abcdefghijklmnopqrstuvwxyz\n";
+        let text: String = pattern
+            .iter()
+            .cycle()
+            .take(len)
+            .map(|&b| char::from(b))
+            .collect();
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]))
+    }
+
+    /// Return a text block and a small PNG image block.
+    #[tool]
+    fn image(&self) -> CallToolResult {
+        use base64::Engine as _;
+        let data = base64::engine::general_purpose::STANDARD.encode(PNG_2X2);
+        CallToolResult::success(vec![
+            ContentBlock::text("a 2x2 PNG image"),
+            ContentBlock::image(data, "image/png"),
+        ])
+    }
+
+    /// Send `steps` notifications/progress with the request's progressToken, then answer.
+    #[tool]
+    async fn progress(
+        &self,
+        Parameters(args): Parameters<ProgressArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, String> {
+        let token = ctx.meta.get_progress_token();
+        if let Some(token) = &token {
+            for step in 1..=args.steps {
+                ctx.peer
+                    .notify_progress(
+                        ProgressNotificationParam::new(token.clone(), f64::from(step))
+                            .with_total(f64::from(args.steps))
+                            .with_message(format!("step {step} of {}", args.steps)),
+                    )
+                    .await
+                    .map_err(|e| format!("could not send progress: {e}"))?;
+                if args.delay_ms > 0 {
+                    tokio::time::sleep(Duration::from_millis(args.delay_ms)).await;
+                }
+            }
+        }
+        let token_json = serde_json::to_value(&token).unwrap_or(Value::Null);
+        Ok(text_and_structured(
+            format!(
+                "completed {} step(s){}",
+                args.steps,
+                if token.is_some() {
+                    ""
+                } else {
+                    " without progress (no progressToken)"
+                }
+            ),
+            json!({"steps": args.steps, "progressToken": token_json}),
+        ))
+    }
+
+    /// Ask the client for a small form (elicitation/create) and report: "accepted: <json>",
+    /// "declined" or "cancelled".
+    #[tool]
+    async fn elicit(
+        &self,
+        Parameters(args): Parameters<MessageArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, String> {
+        if !ctx
+            .peer
+            .supported_elicitation_modes()
+            .contains(&ElicitationMode::Form)
+        {
+            return Err("the client did not declare form elicitation support".into());
+        }
+        let schema = ElicitationSchema::from_type::<ElicitForm>()
+            .map_err(|e| format!("could not build the form: {e}"))?;
+        let answer = ctx
+            .peer
+            .create_elicitation(ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: args.message,
+                requested_schema: schema,
+            })
+            .await
+            .map_err(|e| format!("elicitation failed: {e}"))?;
+        let (text, action) = match answer.action {
+            ElicitationAction::Accept => (
+                format!(
+                    "accepted: {}",
+                    answer.content.clone().unwrap_or(Value::Null)
+                ),
+                "accept",
+            ),
+            ElicitationAction::Decline => ("declined".to_owned(), "decline"),
+            ElicitationAction::Cancel => ("cancelled".to_owned(), "cancel"),
+            _ => ("unknown".to_owned(), "unknown"),
+        };
+        Ok(text_and_structured(
+            text,
+            json!({"action": action, "content": answer.content}),
+        ))
+    }
+
+    /// Add a tool `added_tool_N` (it echoes its message) and send notifications/tools/list_changed.
+    #[tool]
+    async fn notify_tools_changed(
+        &self,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, String> {
+        let name = {
+            let mut added = self.shared.added();
+            let name = format!("added_tool_{}", added.len() + 1);
+            added.push(name.clone());
+            name
+        };
+        ctx.peer
+            .notify_tool_list_changed()
+            .await
+            .map_err(|e| format!("could not notify: {e}"))?;
+        Ok(text_and_structured(
+            format!("added {name}"),
+            json!({"added": name}),
+        ))
+    }
+
+    /// Send notifications/resources/list_changed.
+    #[tool]
+    async fn notify_resources_changed(
+        &self,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, String> {
+        ctx.peer
+            .notify_resource_list_changed()
+            .await
+            .map_err(|e| format!("could not notify: {e}"))?;
+        Ok(text_and_structured("sent", json!({"sent": true})))
+    }
+
+    /// Send a notifications/message log entry with the given level and message.
+    #[tool]
+    #[allow(deprecated)]
+    async fn log(
+        &self,
+        Parameters(args): Parameters<LogArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, String> {
+        let level: LoggingLevel = serde_json::from_value(Value::String(args.level.clone()))
+            .map_err(|_| {
+                format!(
+                    "level must be one of debug, info, notice, warning, error, critical, alert, emergency; got {:?}",
+                    args.level
+                )
+            })?;
+        ctx.peer
+            .notify_logging_message(
+                LoggingMessageNotificationParam::new(level, Value::String(args.message.clone()))
+                    .with_logger("fixture-app"),
+            )
+            .await
+            .map_err(|e| format!("could not send the log message: {e}"))?;
+        Ok(text_and_structured(
+            "logged",
+            json!({"level": args.level, "message": args.message}),
+        ))
+    }
+
+    /// Return structuredContent {"sessionId": <the request's _meta.sessionId, or null>}.
+    #[tool]
+    fn echo_session(&self, ctx: RequestContext<RoleServer>) -> CallToolResult {
+        let mut meta = ctx.meta;
+        let session = meta.remove("sessionId").unwrap_or(Value::Null);
+        text_and_structured(
+            format!("sessionId: {session}"),
+            json!({"sessionId": session}),
+        )
+    }
+
+    /// Return structuredContent {"meta": <the whole request _meta, or null>}.
+    #[tool]
+    fn echo_meta(&self, ctx: RequestContext<RoleServer>) -> CallToolResult {
+        let meta = if ctx.meta.is_empty() {
+            Value::Null
+        } else {
+            Value::Object(ctx.meta.0.0)
+        };
+        text_and_structured(format!("meta: {meta}"), json!({"meta": meta}))
+    }
+
+    /// Return structuredContent {"name", "value"} for an environment variable (value null if unset).
+    #[tool]
+    fn get_env(&self, Parameters(args): Parameters<EnvArgs>) -> CallToolResult {
+        let value = std::env::var(&args.name).ok();
+        text_and_structured(
+            format!("{}={}", args.name, value.as_deref().unwrap_or("<unset>")),
+            json!({"name": args.name, "value": value}),
+        )
+    }
+
+    /// Return structuredContent {"cwd"}: the process's working directory.
+    #[tool]
+    fn get_cwd(&self) -> Result<CallToolResult, String> {
+        let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
+        let cwd = cwd.display().to_string();
+        Ok(text_and_structured(cwd.clone(), json!({"cwd": cwd})))
+    }
+
+    /// Return structuredContent {clientInfo, capabilities, protocolVersion} as received in this
+    /// connection's initialize request, plus the negotiatedProtocolVersion.
+    #[tool]
+    fn client_info(&self, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, String> {
+        let received = self
+            .initialize
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or("no initialize request was seen on this connection")?;
+        let peer = ctx.peer;
+        let negotiated = peer.peer_info().map(|p| p.protocol_version.to_string());
+        let value = json!({
+            "clientInfo": received.client_info,
+            "capabilities": received.capabilities,
+            "protocolVersion": received.protocol_version,
+            "negotiatedProtocolVersion": negotiated,
+        });
+        Ok(text_and_structured(value.to_string(), value))
+    }
+
+    /// A tool only MCP App views may call (_meta.ui.visibility ["app"]).
+    #[tool(meta = app_only_meta())]
+    fn app_only_tool(&self) -> CallToolResult {
+        called("app_only_tool")
+    }
+
+    /// A tool only the model may call (_meta.ui.visibility ["model"]).
+    #[tool(meta = model_only_meta())]
+    fn model_only_tool(&self) -> CallToolResult {
+        called("model_only_tool")
+    }
+
+    /// A tool whose _meta.ui.visibility is malformed (the string "app", not an array).
+    #[tool(meta = malformed_visibility_meta())]
+    fn malformed_visibility_tool(&self) -> CallToolResult {
+        called("malformed_visibility_tool")
+    }
+
+    /// A UI tool (_meta.ui.resourceUri ui://fixture/view.html) returning text and structuredContent.
+    #[tool(meta = fixture_ui_meta())]
+    fn show_fixture_ui(&self) -> CallToolResult {
+        called("show_fixture_ui")
+    }
+
+    /// A UI tool linked only through the legacy flat key _meta["ui/resourceUri"].
+    #[tool(meta = legacy_ui_meta())]
+    fn legacy_ui_tool(&self) -> CallToolResult {
+        called("legacy_ui_tool")
+    }
+}
+
+impl FixtureServer {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            shared,
+            initialize: Arc::new(Mutex::new(None)),
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    fn added_tool(name: &str) -> Tool {
+        let schema: JsonObject = match json!({
+            "type": "object",
+            "properties": {"message": {"type": "string", "description": "The text to send back."}},
+        }) {
+            Value::Object(map) => map,
+            _ => JsonObject::new(),
+        };
+        Tool::new(
+            name.to_owned(),
+            "Added at runtime by notify_tools_changed; echoes its message.",
+            Arc::new(schema),
+        )
+    }
+}
+
+impl ServerHandler for FixtureServer {
+    #[allow(deprecated)]
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_resources()
+                .enable_resources_list_changed()
+                .enable_logging()
+                .build(),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+        .with_server_info(Implementation::new(
+            "fixture-app",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions("Test fixture: tools that misbehave on purpose.")
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        // Keep the parameters exactly as the client sent them, before negotiation.
+        *self.initialize.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.clone());
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        // 2026-07-28 forbids server-to-client requests, which `elicit` needs.
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let mut tools = self.tool_router.list_all();
+        tools.extend(self.shared.added().iter().map(|n| Self::added_tool(n)));
+        let mut result = ListToolsResult::with_all_items(tools);
+        // Older protocol versions have no resultType.
+        result.result_type = None;
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.shared.note_tool_call(&request.name);
+        let is_added = self.shared.added().iter().any(|n| *n == request.name);
+        if is_added {
+            let message = request
+                .arguments
+                .as_ref()
+                .and_then(|a| a.get("message"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            return Ok(text_and_structured(
+                message.clone(),
+                json!({"message": message, "tool": request.name}),
+            )
+            .into());
+        }
+        self.tool_router
+            .call(ToolCallContext::new(self, request, context))
+            .await
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tool_router.get(name).cloned()
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::with_all_items(vec![
+            Resource::new(VIEW_URI, "fixture-view")
+                .with_title("Fixture view")
+                .with_description("A tiny MCP App view for host tests.")
+                .with_mime_type(MCP_APP_MIME)
+                .with_meta(view_resource_meta()),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        if request.uri != VIEW_URI {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "no resource {}; the fixture has only {VIEW_URI}",
+                    request.uri
+                ),
+                None,
+            ));
+        }
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(VIEW_HTML, VIEW_URI)
+                .with_mime_type(MCP_APP_MIME)
+                .with_meta(view_resource_meta()),
+        ])
+        .into())
+    }
+}
