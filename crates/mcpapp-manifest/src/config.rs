@@ -56,6 +56,49 @@ pub struct McpAppsConfig {
     /// Per-app settings and overrides, keyed by exact app id.
     #[serde(default)]
     pub entries: BTreeMap<String, McpAppEntryConfig>,
+
+    /// How running apps are watched and restarted; entries may override each setting.
+    #[serde(default)]
+    pub supervision: SupervisionConfig,
+}
+
+/// How the gateway keeps apps running. Every setting is optional: an entry's value wins over
+/// the `McpApps` value, which wins over the default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "PascalCase")]
+pub struct SupervisionConfig {
+    /// Restart an app after it fails. Default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_restart: Option<bool>,
+    /// Delay before the first restart, in milliseconds; it doubles with each failure in a row.
+    /// Default 1000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_delay_ms: Option<u64>,
+    /// Longest delay between restarts, in milliseconds. Default 60000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_restart_delay_ms: Option<u64>,
+    /// More failures than this within `CrashLoopWindowSeconds` is a crash loop: the app stays
+    /// failed until restarted by hand. Default 5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crash_loop_failures: Option<u32>,
+    /// The window for counting failures, in seconds. Default 300.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crash_loop_window_seconds: Option<u64>,
+    /// Uptime after which the restart delay starts again from `RestartDelayMs`, in seconds.
+    /// Default 60.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable_after_seconds: Option<u64>,
+    /// Interval between health pings (MCP `ping`), in milliseconds; 0 turns them off.
+    /// Default 30000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check_interval_ms: Option<u64>,
+    /// Failed health pings in a row after which the app counts as failed. Default 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check_failures: Option<u32>,
+    /// Time a stopping app gets to exit after SIGTERM before it is killed, in milliseconds.
+    /// Default 5000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown_grace_ms: Option<u64>,
 }
 
 fn default_discovery_paths() -> Vec<String> {
@@ -75,6 +118,7 @@ impl Default for McpAppsConfig {
             allow: Vec::new(),
             deny: Vec::new(),
             entries: BTreeMap::new(),
+            supervision: SupervisionConfig::default(),
         }
     }
 }
@@ -131,6 +175,10 @@ pub struct McpAppEntryConfig {
     /// Merged over the manifest's `environment`.
     #[serde(default)]
     pub environment: BTreeMap<String, String>,
+
+    /// Overrides of the `McpApps.Supervision` settings for this app.
+    #[serde(default)]
+    pub supervision: SupervisionConfig,
 }
 
 fn default_true() -> bool {
@@ -152,6 +200,7 @@ impl Default for McpAppEntryConfig {
             startup_timeout_seconds: None,
             request_timeout_seconds: None,
             environment: BTreeMap::new(),
+            supervision: SupervisionConfig::default(),
         }
     }
 }

@@ -41,7 +41,7 @@ mod validate;
 
 pub use config::{
     ConfigDocument, ConfigSection, DEFAULT_DISCOVERY_PATH, McpAppEntryConfig, McpAppsConfig,
-    ParsedSection, ROOT_SECTION_NAME, SECTION_NAME,
+    ParsedSection, ROOT_SECTION_NAME, SECTION_NAME, SupervisionConfig,
 };
 pub use document::{Position, closest_match};
 pub use error::{Finding, ParseError, Severity};

@@ -1,0 +1,120 @@
+//! The gateway's own MCP client identity and its handler for what the server asks of it.
+//!
+//! The upstream session is the gateway's: servers see this client's info and capabilities.
+//! It advertises MCP Apps support and the capabilities a browser port might need, so that
+//! servers enable capability-gated features; requests the router cannot hand to a port that
+//! declared the capability are answered here.
+
+// Sampling and roots are deprecated by SEP-2577 (for 2026-07-28 and later), but this client
+// speaks 2025-11-25, where servers still use them; answering them is required.
+#![allow(deprecated)]
+
+use rmcp::ClientHandler;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ErrorCode, ErrorData, Implementation,
+    ListRootsResult, ProtocolVersion,
+};
+use rmcp::service::{NotificationContext, RequestContext, RoleClient};
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+/// The MCP Apps extension id and what it advertises.
+pub(crate) const UI_EXTENSION: &str = "io.modelcontextprotocol/ui";
+
+/// A list the server announced as changed, for the supervisor to re-enumerate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Notice {
+    Tools,
+    Resources,
+    Prompts,
+}
+
+/// The handler behind the gateway's rmcp client for one app.
+#[derive(Debug, Clone)]
+pub(crate) struct GatewayClient {
+    app_id: String,
+    notices: mpsc::UnboundedSender<Notice>,
+}
+
+impl GatewayClient {
+    pub(crate) fn new(app_id: String, notices: mpsc::UnboundedSender<Notice>) -> Self {
+        Self { app_id, notices }
+    }
+}
+
+/// The `initialize` parameters the gateway sends: protocol 2025-11-25 (the last version with
+/// an `initialize` handshake and server-to-client requests), this gateway's name, and the MCP
+/// Apps extension.
+pub(crate) fn client_info() -> ClientConfig {
+    let mut ui = serde_json::Map::new();
+    ui.insert(
+        "mimeTypes".to_owned(),
+        serde_json::json!([crate::descriptors::MCP_APP_MIME]),
+    );
+    let mut extensions = std::collections::BTreeMap::new();
+    extensions.insert(UI_EXTENSION.to_owned(), ui);
+    let capabilities = ClientCapabilities::builder()
+        .enable_elicitation()
+        .enable_sampling()
+        .enable_roots()
+        .enable_extensions_with(extensions)
+        .build();
+    ClientConfig::new(
+        capabilities,
+        Implementation::new("mcpapp-gateway", env!("CARGO_PKG_VERSION")),
+    )
+    .with_protocol_version(ProtocolVersion::V_2025_11_25)
+}
+
+impl ClientHandler for GatewayClient {
+    fn get_info(&self) -> ClientConfig {
+        client_info()
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let _ = request;
+        warn!(
+            app = %self.app_id,
+            "declined an elicitation request: no browser session of this app could be identified as its cause"
+        );
+        Ok(ElicitResult::new(ElicitationAction::Decline))
+    }
+
+    async fn create_message(
+        &self,
+        _params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        warn!(app = %self.app_id, "refused a sampling request: no connected client can sample");
+        Err(ErrorData::new(
+            ErrorCode::INVALID_REQUEST,
+            "sampling is not available: no client connected to this app through the gateway can sample",
+            None,
+        ))
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        Ok(ListRootsResult::default())
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        info!(app = %self.app_id, "the app's tool list changed");
+        let _ = self.notices.send(Notice::Tools);
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.notices.send(Notice::Resources);
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.notices.send(Notice::Prompts);
+    }
+}

@@ -1,0 +1,208 @@
+//! [`AppHandle`]: the stable, cheap-to-clone way to look at and use one app.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, CompleteRequest,
+    CompleteRequestParams, CompleteResult, GetPromptRequest, GetPromptRequestParams,
+    GetPromptResult, JsonObject, ReadResourceRequest, ReadResourceRequestParams,
+    ReadResourceResult, RequestMetaObject, ServerResult,
+};
+use tokio::sync::{oneshot, watch};
+
+use crate::app::{AppShared, AppSnapshot, Command};
+use crate::descriptors::Descriptors;
+use crate::error::{CallError, ControlError};
+use crate::router::PortCapabilities;
+use crate::session::{Port, PortError};
+
+/// One app under supervision.
+///
+/// Every call goes through the app's *current* connection, so a handle keeps working across
+/// restarts: whoever holds it is healed when the app comes back. Calls are bounded by the
+/// app's request timeout; a timed-out request is cancelled upstream.
+#[derive(Debug, Clone)]
+pub struct AppHandle {
+    pub(crate) shared: Arc<AppShared>,
+}
+
+impl AppHandle {
+    /// The app id.
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    /// Its state now.
+    pub fn snapshot(&self) -> AppSnapshot {
+        self.shared.snapshot()
+    }
+
+    /// A receiver that sees every change of the snapshot.
+    pub fn watch(&self) -> watch::Receiver<AppSnapshot> {
+        self.shared.subscribe()
+    }
+
+    /// What the app offers, from its last successful enumeration.
+    pub fn descriptors(&self) -> Arc<Descriptors> {
+        self.shared.descriptors()
+    }
+
+    /// The last lines the app wrote to stderr (stdio apps; up to 200, oldest first).
+    pub fn stderr_tail(&self) -> Vec<String> {
+        self.shared.stderr.lines()
+    }
+
+    /// The validated spec it runs with; `None` for apps that cannot run.
+    pub fn spec(&self) -> Option<mcpapp_manifest::AppSpec> {
+        self.shared.spec()
+    }
+
+    /// Whether the app can run at all (it is valid and allowed).
+    pub fn is_runnable(&self) -> bool {
+        self.shared.spec().is_some()
+    }
+
+    /// Starts a stopped or failed app (this also ends a crash loop).
+    ///
+    /// # Errors
+    /// [`ControlError`] when the app cannot run or the supervisor has shut down.
+    pub fn start(&self) -> Result<(), ControlError> {
+        self.shared.command(Command::Start)
+    }
+
+    /// Stops the app; it stays stopped until started.
+    ///
+    /// # Errors
+    /// [`ControlError`] when the app cannot run or the supervisor has shut down.
+    pub fn stop(&self) -> Result<(), ControlError> {
+        self.shared.command(Command::Stop)
+    }
+
+    /// Stops and starts the app again, resetting its backoff.
+    ///
+    /// # Errors
+    /// [`ControlError`] when the app cannot run or the supervisor has shut down.
+    pub fn restart(&self) -> Result<(), ControlError> {
+        self.shared.command(Command::Restart)
+    }
+
+    /// Stops the app and ends its task; resolves when it has stopped.
+    pub(crate) async fn shut_down(&self) {
+        let (done, wait) = oneshot::channel();
+        if self.shared.command(Command::Shutdown(done)).is_ok() {
+            let _ = wait.await;
+        }
+    }
+
+    /// Calls a tool by its remote name. `meta` becomes the request's `_meta` (the agent puts
+    /// `sessionId` there).
+    ///
+    /// # Errors
+    /// [`CallError`] when the app is not running, times out, or answers with an error.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+        meta: Option<JsonObject>,
+    ) -> Result<CallToolResult, CallError> {
+        let mut params = CallToolRequestParams::new(name.to_owned());
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        let meta = meta.map(|m| RequestMetaObject(m.into()));
+        let request = ClientRequest::from(CallToolRequest::new(params));
+        match self.shared.request("tools/call", request, meta).await? {
+            ServerResult::CallToolResult(result) => Ok(result),
+            other => Err(self.unexpected("tools/call", &other)),
+        }
+    }
+
+    /// Reads a resource.
+    ///
+    /// # Errors
+    /// [`CallError`] when the app is not running, times out, or answers with an error.
+    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, CallError> {
+        let request = ClientRequest::from(ReadResourceRequest::new(
+            ReadResourceRequestParams::new(uri),
+        ));
+        match self.shared.request("resources/read", request, None).await? {
+            ServerResult::ReadResourceResult(result) => Ok(result),
+            other => Err(self.unexpected("resources/read", &other)),
+        }
+    }
+
+    /// Gets a prompt with arguments.
+    ///
+    /// # Errors
+    /// [`CallError`] when the app is not running, times out, or answers with an error.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<GetPromptResult, CallError> {
+        let mut params = GetPromptRequestParams::new(name.to_owned());
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        let request = ClientRequest::from(GetPromptRequest::new(params));
+        match self.shared.request("prompts/get", request, None).await? {
+            ServerResult::GetPromptResult(result) => Ok(result),
+            other => Err(self.unexpected("prompts/get", &other)),
+        }
+    }
+
+    /// Asks for completions of a prompt argument or resource-template variable.
+    ///
+    /// # Errors
+    /// [`CallError`] when the app is not running, times out, or answers with an error.
+    pub async fn complete(
+        &self,
+        params: CompleteRequestParams,
+    ) -> Result<CompleteResult, CallError> {
+        let request = ClientRequest::from(CompleteRequest::new(params));
+        match self
+            .shared
+            .request("completion/complete", request, None)
+            .await?
+        {
+            ServerResult::CompleteResult(result) => Ok(result),
+            other => Err(self.unexpected("completion/complete", &other)),
+        }
+    }
+
+    /// Sends an MCP `ping`.
+    ///
+    /// # Errors
+    /// [`CallError`] when the app is not running or does not answer in time.
+    pub async fn ping(&self) -> Result<(), CallError> {
+        self.shared
+            .request("ping", ClientRequest::PingRequest(Default::default()), None)
+            .await
+            .map(|_| ())
+    }
+
+    /// Opens a port: a raw JSON-RPC channel that shares the app's one upstream session with
+    /// the gateway's own calls (see [`Port`]). `capabilities` are what the client behind the
+    /// port declared; they decide which server requests may be routed to it.
+    ///
+    /// # Errors
+    /// [`PortError::NotRunning`] when the app is not running.
+    pub async fn open_port(&self, capabilities: PortCapabilities) -> Result<Port, PortError> {
+        self.shared.open_port(capabilities).await
+    }
+
+    fn unexpected(&self, method: &str, result: &ServerResult) -> CallError {
+        CallError::Transport {
+            app_id: self.shared.id.clone(),
+            method: method.to_owned(),
+            message: format!(
+                "unexpected result: {}",
+                serde_json::to_string(result)
+                    .unwrap_or_default()
+                    .chars()
+                    .take(200)
+                    .collect::<String>()
+            ),
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Runs MCP Apps: connects to each app (a child process over stdio, or a Streamable HTTP
+//! endpoint), enumerates what it offers, and keeps it alive through an observable lifecycle,
+//! with one upstream MCP session per app shared by the gateway and every browser session.
+//!
+//! - [`Supervisor`] loads a discovery report and starts every runnable app concurrently, in
+//!   the background; it restarts failed apps with exponential backoff and jitter, stops
+//!   restarting in a crash loop, pings apps for health, reloads from a new report, and shuts
+//!   everything down so that no child process outlives it (also when merely dropped).
+//! - [`AppHandle`] is the stable handle of one app: its [`AppSnapshot`], its
+//!   [`Descriptors`], its stderr tail, control, and calls that always use the current
+//!   connection, bounded by the app's request timeout.
+//! - [`Port`] shares an app's upstream session byte for byte with a browser session: ids and
+//!   progress tokens are rewritten upstream and restored on the way back; notifications reach
+//!   every port; server requests reach the port that caused them.
+//!
+//! This is the only crate that starts processes.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use mcpapp_discovery::Discovery;
+//! use mcpapp_manifest::{Lifecycle, McpAppsConfig};
+//! use mcpapp_supervisor::Supervisor;
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = McpAppsConfig { enabled: true, ..McpAppsConfig::default() };
+//! let report = Discovery::builder(config.clone()).build()?.scan();
+//! let supervisor = Supervisor::builder().config(&config).build();
+//! supervisor.load(&report);
+//! supervisor.wait_settled(Duration::from_secs(30)).await;
+//! for app in supervisor.list() {
+//!     if app.snapshot().state.lifecycle == Lifecycle::Running {
+//!         let tools = app.descriptors().tools.len();
+//!         println!("{} offers {tools} tools", app.id());
+//!     }
+//! }
+//! supervisor.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+#![warn(missing_docs)]
+
+mod app;
+mod client;
+mod descriptors;
+mod error;
+mod events;
+mod handle;
+mod launch;
+mod link;
+mod policy;
+mod raw;
+mod router;
+mod session;
+mod supervisor;
+
+pub use app::AppSnapshot;
+pub use descriptors::{
+    Descriptors, MCP_APP_MIME, PromptArgumentDescriptor, PromptDescriptor, ResourceDescriptor,
+    ResourceTemplateDescriptor, ToolDescriptor, Visibility, is_mcp_app_mime,
+};
+pub use error::{CallError, ControlError};
+pub use events::SupervisorEvent;
+pub use handle::AppHandle;
+pub use policy::SupervisionPolicy;
+pub use raw::{MessageKind, RawError, RawMessage, raw_string};
+pub use router::PortCapabilities;
+pub use session::{Port, PortError, PortReply, ResponseStream};
+pub use supervisor::{ReloadSummary, Supervisor, SupervisorBuilder};
+
+/// The rmcp model types used in this crate's API, re-exported so users need not depend on
+/// the exact rmcp version.
+pub use rmcp::model as mcp;

@@ -1,0 +1,475 @@
+//! The Streamable HTTP link: one MCP session with a remote endpoint, carried by our own small
+//! client so that every byte, and where it arrived, is visible to the router.
+//!
+//! Each message is POSTed; whatever comes back on that POST (one JSON body, or an SSE stream
+//! of progress, server requests and finally the response) is tagged with the request's
+//! upstream id. After the handshake a single standalone GET stream carries the session's
+//! other server messages and is reconnected (with `Last-Event-ID`) when it drops. The session
+//! id and negotiated protocol version are taken from the `initialize` exchange and sent on
+//! every later request. `close` ends the session with a DELETE.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, warn};
+
+use super::{LinkEvent, LinkEvents};
+use crate::raw::{MessageKind, RawMessage, raw_json};
+use crate::router::{Key, Origin};
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const PROTOCOL_HEADER: &str = "mcp-protocol-version";
+const LAST_EVENT_HEADER: &str = "last-event-id";
+/// Largest JSON response body accepted.
+const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+/// Failed reconnections of the GET stream, in a row, after which the server counts as gone.
+const MAX_GET_FAILURES: u32 = 3;
+/// Wait before reconnecting the GET stream when the server did not say (`retry:`).
+const DEFAULT_RETRY: Duration = Duration::from_millis(500);
+
+/// What to connect to.
+#[derive(Debug, Clone)]
+pub(crate) struct HttpSpec {
+    pub(crate) url: url::Url,
+    /// Extra headers, already resolved (no `env:` references left).
+    pub(crate) headers: HeaderMap,
+}
+
+#[derive(Debug, Default)]
+struct Session {
+    id: Option<String>,
+    protocol: Option<String>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: reqwest::Client,
+    spec: HttpSpec,
+    session: Mutex<Session>,
+    events: LinkEvents,
+    get_started: AtomicBool,
+    closed: AtomicBool,
+    stop: CancellationToken,
+    span: tracing::Span,
+}
+
+/// An open HTTP session.
+#[derive(Debug, Clone)]
+pub(crate) struct HttpLink {
+    inner: Arc<Inner>,
+}
+
+/// Builds the link. Nothing is sent until the first message.
+pub(crate) fn connect(spec: HttpSpec, events: LinkEvents) -> Result<HttpLink, reqwest::Error> {
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()?;
+    Ok(HttpLink {
+        inner: Arc::new(Inner {
+            client,
+            spec,
+            session: Mutex::new(Session::default()),
+            events,
+            get_started: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            stop: CancellationToken::new(),
+            span: tracing::Span::current(),
+        }),
+    })
+}
+
+impl HttpLink {
+    pub(crate) fn send(&self, message: RawMessage, request: Option<Key>) {
+        let inner = self.inner.clone();
+        let span = inner.span.clone();
+        tokio::spawn(async move { inner.post(message, request).await }.instrument(span));
+    }
+
+    /// Ends the session: stops the GET stream and sends DELETE (best effort).
+    pub(crate) async fn close(&self) {
+        let inner = &self.inner;
+        inner.stop.cancel();
+        let session = inner.session_id();
+        if let Some(session) = session {
+            let request = inner
+                .client
+                .delete(inner.spec.url.clone())
+                .headers(inner.spec.headers.clone())
+                .header(SESSION_HEADER, session);
+            let _ = tokio::time::timeout(Duration::from_secs(2), request.send()).await;
+        }
+        inner.mark_closed(None);
+    }
+}
+
+impl Inner {
+    fn session_id(&self) -> Option<String> {
+        self.session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .id
+            .clone()
+    }
+
+    /// Headers every request after the handshake carries.
+    fn session_headers(&self) -> HeaderMap {
+        let mut headers = self.spec.headers.clone();
+        let session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(id) = session
+            .id
+            .as_deref()
+            .and_then(|v| HeaderValue::from_str(v).ok())
+        {
+            headers.insert(HeaderName::from_static(SESSION_HEADER), id);
+        }
+        if let Some(version) = session
+            .protocol
+            .as_deref()
+            .and_then(|v| HeaderValue::from_str(v).ok())
+        {
+            headers.insert(HeaderName::from_static(PROTOCOL_HEADER), version);
+        }
+        headers
+    }
+
+    /// Reports the link closed, once; `None` means closed on request (no event).
+    fn mark_closed(&self, reason: Option<String>) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.stop.cancel();
+        if let Some(reason) = reason {
+            let _ = self.events.send(LinkEvent::Closed(reason));
+        }
+    }
+
+    fn emit(&self, message: RawMessage, origin: Origin) {
+        let _ = self.events.send(LinkEvent::Message { message, origin });
+    }
+
+    /// Answers a request that will get no answer from the server, so nobody waits forever.
+    fn fail_request(&self, request: &Option<Key>, message: &str) {
+        if let Some(key) = request {
+            let id = raw_json(key.clone());
+            self.emit(
+                RawMessage::error_response(Some(&id), -32603, message),
+                Origin::Post(key.clone()),
+            );
+        }
+    }
+
+    async fn post(self: Arc<Self>, message: RawMessage, request: Option<Key>) {
+        if self.closed.load(Ordering::SeqCst) {
+            self.fail_request(&request, "the connection to the app is closed");
+            return;
+        }
+        let method = message.method();
+        let is_initialize = method.as_deref() == Some("initialize");
+        let is_initialized = method.as_deref() == Some("notifications/initialized");
+        let headers = if is_initialize {
+            self.spec.headers.clone()
+        } else {
+            self.session_headers()
+        };
+        let sent = self
+            .client
+            .post(self.spec.url.clone())
+            .headers(headers)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream")
+            .body(message.into_string())
+            .send()
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(err) => {
+                let text = describe_error(&err);
+                self.fail_request(&request, &format!("cannot reach the app: {text}"));
+                if err.is_connect() {
+                    self.mark_closed(Some(format!("cannot reach {}: {text}", self.spec.url)));
+                }
+                return;
+            }
+        };
+        let status = response.status();
+        if is_initialize {
+            let id = response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            self.session.lock().unwrap_or_else(|p| p.into_inner()).id = id;
+        }
+        if status == reqwest::StatusCode::NOT_FOUND && self.session_id().is_some() && !is_initialize
+        {
+            self.fail_request(&request, "the app ended the session (HTTP 404)");
+            self.mark_closed(Some("the app ended the MCP session (HTTP 404)".to_owned()));
+            return;
+        }
+        if !status.is_success() {
+            let body = response.text().await.unwrap_or_default();
+            let snippet: String = body.chars().take(300).collect();
+            let text = format!(
+                "the app answered HTTP {status}{}",
+                if snippet.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {snippet}")
+                }
+            );
+            if request.is_some() {
+                self.fail_request(&request, &text);
+            } else {
+                warn!("{text}");
+            }
+            return;
+        }
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let origin = request.clone().map_or(Origin::Get, Origin::Post);
+        let answered = if content_type.starts_with("text/event-stream") {
+            self.read_post_stream(response, &request, is_initialize)
+                .await
+        } else if content_type.starts_with("application/json") {
+            self.read_json_body(response, &origin, is_initialize).await
+        } else {
+            false
+        };
+        if request.is_some() && !answered {
+            self.fail_request(&request, "the app closed the response without answering");
+        }
+        if is_initialized && !self.get_started.swap(true, Ordering::SeqCst) {
+            let inner = self.clone();
+            let span = self.span.clone();
+            tokio::spawn(async move { inner.get_stream().await }.instrument(span));
+        }
+    }
+
+    fn note_initialize(&self, message: &RawMessage) {
+        if message.kind() == MessageKind::Response
+            && let Some(version) = message
+                .get_path(&["result", "protocolVersion"])
+                .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+        {
+            self.session
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .protocol = Some(version);
+        }
+    }
+
+    async fn read_json_body(
+        &self,
+        response: reqwest::Response,
+        origin: &Origin,
+        is_initialize: bool,
+    ) -> bool {
+        let body = match read_limited(response).await {
+            Ok(body) => body,
+            Err(text) => {
+                warn!("reading a response failed: {text}");
+                return false;
+            }
+        };
+        if body.trim().is_empty() {
+            return false;
+        }
+        match RawMessage::parse(body.as_str()) {
+            Ok(message) => {
+                if is_initialize {
+                    self.note_initialize(&message);
+                }
+                let is_response = message.is_response();
+                self.emit(message, origin.clone());
+                is_response
+            }
+            Err(_) => {
+                let _ = self
+                    .events
+                    .send(LinkEvent::Garbage(body.chars().take(200).collect()));
+                false
+            }
+        }
+    }
+
+    /// Reads the SSE stream of a POST; returns whether the response arrived.
+    async fn read_post_stream(
+        &self,
+        response: reqwest::Response,
+        request: &Option<Key>,
+        is_initialize: bool,
+    ) -> bool {
+        let origin = request.clone().map_or(Origin::Get, Origin::Post);
+        let mut events = sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
+        let mut answered = false;
+        loop {
+            let next = tokio::select! {
+                next = events.next() => next,
+                () = self.stop.cancelled() => break,
+            };
+            match next {
+                Some(Ok(event)) => {
+                    let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
+                        continue;
+                    };
+                    match RawMessage::parse(data.as_str()) {
+                        Ok(message) => {
+                            if is_initialize {
+                                self.note_initialize(&message);
+                            }
+                            let is_ours = message.is_response()
+                                && request.as_ref().is_some_and(|k| {
+                                    message.id().map(|i| i.get()) == Some(k.as_str())
+                                });
+                            self.emit(message, origin.clone());
+                            if is_ours {
+                                answered = true;
+                                break;
+                            }
+                        }
+                        Err(_) => {
+                            let _ = self
+                                .events
+                                .send(LinkEvent::Garbage(data.chars().take(200).collect()));
+                        }
+                    }
+                }
+                Some(Err(err)) => {
+                    debug!("a response stream broke: {err}");
+                    break;
+                }
+                None => break,
+            }
+        }
+        answered
+    }
+
+    /// The standalone GET stream: reconnects until the link closes; a server that cannot be
+    /// reached several times in a row counts as gone.
+    async fn get_stream(self: Arc<Self>) {
+        let mut last_event: Option<String> = None;
+        let mut retry = DEFAULT_RETRY;
+        let mut failures = 0u32;
+        while !self.stop.is_cancelled() {
+            let mut headers = self.session_headers();
+            if let Some(id) = last_event
+                .as_deref()
+                .and_then(|v| HeaderValue::from_str(v).ok())
+            {
+                headers.insert(HeaderName::from_static(LAST_EVENT_HEADER), id);
+            }
+            let sent = tokio::select! {
+                sent = self.client.get(self.spec.url.clone()).headers(headers).header(ACCEPT, "text/event-stream").send() => sent,
+                () = self.stop.cancelled() => return,
+            };
+            match sent {
+                Err(err) => {
+                    failures += 1;
+                    if failures >= MAX_GET_FAILURES {
+                        self.mark_closed(Some(format!(
+                            "lost the connection to {}: {}",
+                            self.spec.url,
+                            describe_error(&err)
+                        )));
+                        return;
+                    }
+                }
+                Ok(response) if response.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED => {
+                    debug!("the app offers no standalone event stream");
+                    return;
+                }
+                Ok(response) if response.status() == reqwest::StatusCode::NOT_FOUND => {
+                    self.mark_closed(Some("the app ended the MCP session (HTTP 404)".to_owned()));
+                    return;
+                }
+                Ok(response) if !response.status().is_success() => {
+                    failures += 1;
+                    if failures >= MAX_GET_FAILURES {
+                        self.mark_closed(Some(format!(
+                            "the app's event stream keeps failing (HTTP {})",
+                            response.status()
+                        )));
+                        return;
+                    }
+                }
+                Ok(response) => {
+                    failures = 0;
+                    let mut events =
+                        sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
+                    loop {
+                        let next = tokio::select! {
+                            next = events.next() => next,
+                            () = self.stop.cancelled() => return,
+                        };
+                        let Some(Ok(event)) = next else { break };
+                        if let Some(id) = event.id.clone() {
+                            last_event = Some(id);
+                        }
+                        if let Some(ms) = event.retry {
+                            retry = Duration::from_millis(ms.clamp(100, 30_000));
+                        }
+                        let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
+                            continue;
+                        };
+                        match RawMessage::parse(data.as_str()) {
+                            Ok(message) => self.emit(message, Origin::Get),
+                            Err(_) => {
+                                let _ = self
+                                    .events
+                                    .send(LinkEvent::Garbage(data.chars().take(200).collect()));
+                            }
+                        }
+                    }
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(retry) => {}
+                () = self.stop.cancelled() => return,
+            }
+        }
+    }
+}
+
+async fn read_limited(response: reqwest::Response) -> Result<String, String> {
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| describe_error(&e))?;
+        if body.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(format!(
+                "the response is larger than {MAX_BODY_BYTES} bytes"
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    String::from_utf8(body).map_err(|e| e.to_string())
+}
+
+/// An error's message with its causes, without the URL (which may carry credentials).
+fn describe_error(err: &reqwest::Error) -> String {
+    let mut text = if err.is_connect() {
+        "connection failed"
+    } else if err.is_timeout() {
+        "timed out"
+    } else if err.is_body() || err.is_decode() {
+        "the response body could not be read"
+    } else {
+        "the request failed"
+    }
+    .to_owned();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,358 @@
+//! The stdio link: a child process in its own process group, speaking newline-delimited
+//! JSON-RPC on stdin and stdout, with stderr kept in a ring buffer.
+//!
+//! One task writes stdin (whole lines only), one reads stdout, one reads stderr, and one owns
+//! the child and reports how it ended. The process group is killed when the link closes, when
+//! the link is dropped, and when the supervisor is dropped, so no child outlives the gateway.
+
+use std::collections::{HashSet, VecDeque};
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::{Instrument, debug, warn};
+
+use super::{LinkEvent, LinkEvents};
+use crate::raw::RawMessage;
+use crate::router::Origin;
+
+/// Longest stdout line accepted; a longer one ends the link (it cannot be a sane message).
+const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Lines of stderr kept per app.
+pub(crate) const STDERR_LINES: usize = 200;
+
+/// The last lines an app wrote to stderr, shared by its handle and its successive processes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StderrTail {
+    lines: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl StderrTail {
+    fn push(&self, line: String) {
+        let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        if lines.len() == STDERR_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    /// All kept lines, oldest first.
+    pub(crate) fn lines(&self) -> Vec<String> {
+        let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        lines.iter().cloned().collect()
+    }
+
+    /// The last `n` lines joined for an error message.
+    pub(crate) fn last(&self, n: usize) -> Vec<String> {
+        let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        lines.iter().rev().take(n).rev().cloned().collect()
+    }
+}
+
+/// The process groups of every live child, so that dropping the supervisor can kill them all
+/// synchronously, without a runtime.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProcessTable {
+    groups: Arc<Mutex<HashSet<i32>>>,
+}
+
+impl ProcessTable {
+    fn add(&self, pgid: i32) {
+        self.groups
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(pgid);
+    }
+
+    fn remove(&self, pgid: i32) {
+        self.groups
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&pgid);
+    }
+
+    /// Kills every process group still listed.
+    pub(crate) fn kill_all(&self) {
+        let groups: Vec<i32> = self
+            .groups
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .collect();
+        for pgid in groups {
+            kill_group(pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+fn kill_group(pgid: i32, signal: Signal) {
+    // ESRCH (the group is already gone) is the expected outcome once it has exited.
+    let _ = killpg(Pid::from_raw(pgid), signal);
+}
+
+/// Kills the process group when dropped, unless it has already been reaped (after which the
+/// id may belong to someone else).
+#[derive(Debug)]
+struct GroupGuard {
+    pgid: i32,
+    table: ProcessTable,
+    reaped: std::sync::atomic::AtomicBool,
+}
+
+impl GroupGuard {
+    fn mark_reaped(&self) {
+        self.reaped.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.table.remove(self.pgid);
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if !self.reaped.load(std::sync::atomic::Ordering::SeqCst) {
+            kill_group(self.pgid, Signal::SIGKILL);
+            self.table.remove(self.pgid);
+        }
+    }
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub(crate) struct StdioSpawn {
+    pub(crate) program: PathBuf,
+    pub(crate) args: Vec<String>,
+    pub(crate) cwd: PathBuf,
+    /// Extra environment, already resolved (no `env:` references left).
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) stderr: StderrTail,
+    pub(crate) processes: ProcessTable,
+}
+
+/// A running child.
+#[derive(Debug)]
+pub(crate) struct StdioLink {
+    stdin: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    terminate: Mutex<Option<oneshot::Sender<Duration>>>,
+    exited: watch::Receiver<Option<String>>,
+    pid: u32,
+    _guard: Arc<GroupGuard>,
+}
+
+/// Describes how a process ended, for people.
+fn describe_exit(status: &std::io::Result<ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Ok(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => format!("exited with status {code}"),
+            (None, Some(signal)) => {
+                let name =
+                    Signal::try_from(signal).map_or_else(|_| String::new(), |s| format!(" ({s})"));
+                format!("was killed by signal {signal}{name}")
+            }
+            _ => format!("ended ({status})"),
+        },
+        Err(err) => format!("could not be waited for: {err}"),
+    }
+}
+
+/// Starts the child and the tasks that serve it.
+pub(crate) fn spawn(spec: &StdioSpawn, events: LinkEvents) -> std::io::Result<StdioLink> {
+    // The supervisor is the one crate allowed to start processes (see docs/architecture.md).
+    #[allow(clippy::disallowed_methods)]
+    let mut command = tokio::process::Command::new(&spec.program);
+    command
+        .args(&spec.args)
+        .current_dir(&spec.cwd)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group, so that everything it starts can be signalled together and a
+        // Ctrl-C at the gateway's terminal does not reach it directly.
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = command.spawn()?;
+    let pid = child.id().unwrap_or_default();
+    let pgid = i32::try_from(pid).unwrap_or_default();
+    spec.processes.add(pgid);
+    let guard = Arc::new(GroupGuard {
+        pgid,
+        table: spec.processes.clone(),
+        reaped: std::sync::atomic::AtomicBool::new(false),
+    });
+
+    let (stdin_tx, mut stdin_rx) = mpsc::unbounded_channel::<String>();
+    let (terminate_tx, terminate_rx) = oneshot::channel::<Duration>();
+    let (exited_tx, exited_rx) = watch::channel::<Option<String>>(None);
+    let span = tracing::Span::current();
+
+    if let Some(mut stdin) = child.stdin.take() {
+        tokio::spawn(
+            async move {
+                while let Some(line) = stdin_rx.recv().await {
+                    let mut batch = line;
+                    batch.push('\n');
+                    // Drain what is queued so one flush carries it all.
+                    while let Ok(more) = stdin_rx.try_recv() {
+                        batch.push_str(&more);
+                        batch.push('\n');
+                    }
+                    if stdin.write_all(batch.as_bytes()).await.is_err()
+                        || stdin.flush().await.is_err()
+                    {
+                        break;
+                    }
+                }
+                // Dropping stdin closes it: the child sees end of input.
+            }
+            .instrument(span.clone()),
+        );
+    }
+
+    if let Some(stderr) = child.stderr.take() {
+        let tail = spec.stderr.clone();
+        tokio::spawn(
+            async move {
+                let mut lines = BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    debug!(target: "mcpapp_supervisor::stderr", "{line}");
+                    tail.push(line);
+                }
+            }
+            .instrument(span.clone()),
+        );
+    }
+
+    let stdout = child.stdout.take();
+    let child_guard = guard.clone();
+    tokio::spawn(
+        async move {
+            let status = tokio::select! {
+                status = child.wait() => status,
+                grace = terminate_rx => {
+                    let grace = grace.unwrap_or(Duration::ZERO);
+                    kill_group(pgid, Signal::SIGTERM);
+                    match tokio::time::timeout(grace, child.wait()).await {
+                        Ok(status) => status,
+                        Err(_) => {
+                            warn!(pid, "the app did not stop within {grace:?}; killing it");
+                            kill_group(pgid, Signal::SIGKILL);
+                            child.wait().await
+                        }
+                    }
+                }
+            };
+            // Anything the app left running in its group goes with it.
+            kill_group(pgid, Signal::SIGKILL);
+            child_guard.mark_reaped();
+            let _ = exited_tx.send(Some(describe_exit(&status)));
+        }
+        .instrument(span.clone()),
+    );
+
+    if let Some(stdout) = stdout {
+        let mut exited = exited_rx.clone();
+        tokio::spawn(
+            async move {
+                let mut reader = BufReader::new(stdout);
+                let mut buf = Vec::new();
+                let end = loop {
+                    buf.clear();
+                    match (&mut reader)
+                        .take(MAX_LINE_BYTES + 1)
+                        .read_until(b'\n', &mut buf)
+                        .await
+                    {
+                        Ok(0) => break None,
+                        Ok(_) if buf.len() as u64 > MAX_LINE_BYTES => {
+                            break Some(format!(
+                                "the app wrote a line of more than {MAX_LINE_BYTES} bytes to stdout"
+                            ));
+                        }
+                        Ok(_) => {
+                            let text = String::from_utf8_lossy(&buf);
+                            let line = text.trim();
+                            if line.is_empty() {
+                                continue;
+                            }
+                            let event = match RawMessage::parse(line) {
+                                Ok(message) => LinkEvent::Message {
+                                    message,
+                                    origin: Origin::Stdio,
+                                },
+                                Err(_) => LinkEvent::Garbage(line.chars().take(200).collect()),
+                            };
+                            if events.send(event).is_err() {
+                                break None;
+                            }
+                        }
+                        Err(err) => break Some(format!("reading the app's stdout failed: {err}")),
+                    }
+                };
+                // Wait for the exit status so the reason says how the process ended; a child
+                // that closed stdout but lives on is stopped.
+                let status = match tokio::time::timeout(
+                    Duration::from_secs(2),
+                    exited.wait_for(Option::is_some),
+                )
+                .await
+                {
+                    Ok(Ok(status)) => status.clone().unwrap_or_default(),
+                    _ => {
+                        kill_group(pgid, Signal::SIGKILL);
+                        "closed its stdout and was stopped".to_owned()
+                    }
+                };
+                let reason = match end {
+                    Some(problem) => format!("{problem}; the process {status}"),
+                    None => format!("the process {status}"),
+                };
+                let _ = events.send(LinkEvent::Closed(reason));
+            }
+            .instrument(span),
+        );
+    }
+
+    Ok(StdioLink {
+        stdin: Mutex::new(Some(stdin_tx)),
+        terminate: Mutex::new(Some(terminate_tx)),
+        exited: exited_rx,
+        pid,
+        _guard: guard,
+    })
+}
+
+impl StdioLink {
+    pub(crate) fn send(&self, message: RawMessage) {
+        let stdin = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(stdin) = stdin.as_ref() {
+            // A closed channel means the writer ended with the process; the exit is reported
+            // through stdout.
+            let _ = stdin.send(message.into_string());
+        }
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Closes stdin, sends SIGTERM to the group, waits up to `grace`, then kills it.
+    pub(crate) async fn close(&self, grace: Duration) {
+        self.stdin.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let terminate = self
+            .terminate
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(terminate) = terminate {
+            let _ = terminate.send(grace);
+        }
+        let mut exited = self.exited.clone();
+        let _ = exited.wait_for(Option::is_some).await;
+    }
+}

@@ -1,0 +1,627 @@
+//! One upstream session: a link, the router, the gateway's rmcp client, and the ports that
+//! share it.
+//!
+//! rmcp does not talk to the app directly. It speaks newline-delimited JSON-RPC over an
+//! in-memory duplex pipe to the *hub*, a task that owns the [`Router`] and the link. Every
+//! message, rmcp's and the ports', passes through the hub, which is what lets the agent and
+//! any number of browser sessions share one upstream session byte for byte, over stdio and
+//! HTTP alike (see docs/architecture.md, "One upstream session").
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::value::RawValue;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+use tracing::{Instrument, debug, warn};
+
+use crate::link::{Link, LinkEvent};
+use crate::raw::{MessageKind, RawError, RawMessage, raw_json};
+use crate::router::{Delivery, Key, PortCapabilities, PortId, Router};
+
+/// Notifications kept for a port that does not read them fast enough.
+const PORT_BACKLOG: usize = 256;
+/// Size of the in-memory pipe between rmcp and the hub.
+const DUPLEX_BYTES: usize = 1024 * 1024;
+/// Non-JSON lines kept for error reports.
+const GARBAGE_KEPT: usize = 3;
+
+/// Work for the hub.
+#[derive(Debug)]
+enum HubCommand {
+    FromRmcp(RawMessage),
+    OpenPort {
+        port: PortId,
+        capabilities: PortCapabilities,
+        notifications: mpsc::Sender<RawMessage>,
+    },
+    SetCapabilities {
+        port: PortId,
+        capabilities: PortCapabilities,
+    },
+    PortRequest {
+        port: PortId,
+        message: RawMessage,
+        stream: mpsc::UnboundedSender<RawMessage>,
+        accepted: oneshot::Sender<Result<Key, RawMessage>>,
+    },
+    PortNotification {
+        port: PortId,
+        message: RawMessage,
+    },
+    PortResponse {
+        port: PortId,
+        message: RawMessage,
+    },
+    Abandon {
+        key: Key,
+        reason: String,
+    },
+    ClosePort {
+        port: PortId,
+        reason: String,
+    },
+    InitializeResult {
+        reply: oneshot::Sender<Option<Box<RawValue>>>,
+    },
+}
+
+struct Hub {
+    router: Router,
+    link: Arc<Link>,
+    to_rmcp: mpsc::UnboundedSender<String>,
+    ports: HashMap<PortId, mpsc::Sender<RawMessage>>,
+    requests: HashMap<Key, mpsc::UnboundedSender<RawMessage>>,
+    garbage: Vec<String>,
+    closed: watch::Sender<Option<String>>,
+}
+
+impl Hub {
+    fn deliver(&mut self, deliveries: Vec<Delivery>) {
+        for delivery in deliveries {
+            match delivery {
+                Delivery::Upstream { message, request } => self.link.send(message, request),
+                Delivery::Rmcp(message) => {
+                    let _ = self.to_rmcp.send(message.into_string());
+                }
+                Delivery::Request {
+                    request,
+                    message,
+                    last,
+                } => {
+                    let stream = if last {
+                        self.requests.remove(&request)
+                    } else {
+                        self.requests.get(&request).cloned()
+                    };
+                    if let Some(stream) = stream {
+                        // The caller may have gone; the response is then simply dropped.
+                        let _ = stream.send(message);
+                    }
+                }
+                Delivery::Port { port, message } => {
+                    if let Some(stream) = self.ports.get(&port)
+                        && stream.try_send(message).is_err()
+                    {
+                        warn!(
+                            port,
+                            "a browser session is not reading its notifications; one was dropped"
+                        );
+                    }
+                }
+                Delivery::Drop { reason } => debug!("dropped a message: {reason}"),
+            }
+        }
+    }
+
+    fn command(&mut self, command: HubCommand) {
+        match command {
+            HubCommand::FromRmcp(message) => {
+                let deliveries = self.router.rmcp_outgoing(message);
+                self.deliver(deliveries);
+            }
+            HubCommand::OpenPort {
+                port,
+                capabilities,
+                notifications,
+            } => {
+                self.router.open_port(port, capabilities);
+                self.ports.insert(port, notifications);
+            }
+            HubCommand::SetCapabilities { port, capabilities } => {
+                self.router.set_capabilities(port, capabilities);
+            }
+            HubCommand::PortRequest {
+                port,
+                message,
+                stream,
+                accepted,
+            } => match self.router.port_request(port, message) {
+                Ok((key, deliveries)) => {
+                    self.requests.insert(key.clone(), stream);
+                    let _ = accepted.send(Ok(key));
+                    self.deliver(deliveries);
+                }
+                Err(response) => {
+                    let _ = accepted.send(Err(response));
+                }
+            },
+            HubCommand::PortNotification { port, message } => {
+                let deliveries = self.router.port_notification(port, message);
+                self.deliver(deliveries);
+            }
+            HubCommand::PortResponse { port, message } => {
+                let deliveries = self.router.port_response(port, message);
+                self.deliver(deliveries);
+            }
+            HubCommand::Abandon { key, reason } => {
+                self.requests.remove(&key);
+                let deliveries = self.router.abandon(&key, &reason);
+                self.deliver(deliveries);
+            }
+            HubCommand::ClosePort { port, reason } => {
+                self.ports.remove(&port);
+                let deliveries = self.router.close_port(port, &reason);
+                self.deliver(deliveries);
+            }
+            HubCommand::InitializeResult { reply } => {
+                let _ = reply.send(self.router.initialize_result().map(ToOwned::to_owned));
+            }
+        }
+    }
+
+    /// The link is gone: every waiting request gets an error, streams end, rmcp sees EOF.
+    fn link_closed(&mut self, reason: String) {
+        let mut reason = reason;
+        if !self.garbage.is_empty() {
+            reason.push_str(&format!(
+                "; it wrote text that is not JSON-RPC: {}",
+                self.garbage
+                    .iter()
+                    .map(|g| format!("'{g}'"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        for (key, stream) in self.requests.drain() {
+            let id = self.router.original_id(&key).map(ToOwned::to_owned);
+            let _ = stream.send(RawMessage::error_response(
+                id.as_deref(),
+                -32603,
+                &format!("the connection to the app was lost: {reason}"),
+            ));
+        }
+        self.ports.clear();
+        let _ = self.closed.send(Some(reason));
+    }
+
+    async fn run(
+        mut self,
+        mut link_events: mpsc::UnboundedReceiver<LinkEvent>,
+        mut commands: mpsc::UnboundedReceiver<HubCommand>,
+    ) {
+        loop {
+            tokio::select! {
+                event = link_events.recv() => match event {
+                    Some(LinkEvent::Message { message, origin }) => {
+                        let deliveries = self.router.upstream(message, &origin);
+                        self.deliver(deliveries);
+                    }
+                    Some(LinkEvent::Garbage(line)) => {
+                        warn!("the app wrote something that is not JSON-RPC: {line}");
+                        if self.garbage.len() < GARBAGE_KEPT {
+                            self.garbage.push(line);
+                        }
+                    }
+                    Some(LinkEvent::Closed(reason)) => {
+                        self.link_closed(reason);
+                        return;
+                    }
+                    None => {
+                        self.link_closed("the link stopped".to_owned());
+                        return;
+                    }
+                },
+                command = commands.recv() => match command {
+                    Some(command) => self.command(command),
+                    // Everyone holding the connection has gone.
+                    None => return,
+                },
+            }
+        }
+    }
+}
+
+/// Waits until the link has closed and returns why.
+pub(crate) async fn closed_reason(closed: &mut watch::Receiver<Option<String>>) -> String {
+    // The guard returned by `wait_for` must not live across an await, so copy the reason out
+    // at once.
+    match closed.wait_for(Option::is_some).await {
+        Ok(reason) => reason.clone().unwrap_or_default(),
+        Err(_) => "the connection ended".to_owned(),
+    }
+}
+
+/// A live upstream session with its rmcp client.
+pub(crate) struct Connection {
+    pub(crate) client:
+        rmcp::service::RunningService<rmcp::RoleClient, crate::client::GatewayClient>,
+    hub: mpsc::UnboundedSender<HubCommand>,
+    link: Arc<Link>,
+    closed: watch::Receiver<Option<String>>,
+    next_port: AtomicU64,
+    pub(crate) request_timeout: Duration,
+    app_id: String,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("app_id", &self.app_id)
+            .field("pid", &self.link.pid())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a handshake failed.
+#[derive(Debug)]
+pub(crate) enum HandshakeError {
+    /// The link closed first; the reason says how.
+    LinkClosed(String),
+    /// rmcp refused the handshake.
+    Protocol(String),
+}
+
+impl Connection {
+    /// Starts the hub over `link` and performs the MCP handshake through rmcp. The caller
+    /// bounds the whole thing with the startup timeout.
+    pub(crate) async fn open(
+        app_id: &str,
+        link: Link,
+        link_events: mpsc::UnboundedReceiver<LinkEvent>,
+        handler: crate::client::GatewayClient,
+        request_timeout: Duration,
+    ) -> Result<Connection, HandshakeError> {
+        let link = Arc::new(link);
+        let (rmcp_io, hub_io) = tokio::io::duplex(DUPLEX_BYTES);
+        let (hub_read, mut hub_write) = tokio::io::split(hub_io);
+        let (to_rmcp, mut to_rmcp_rx) = mpsc::unbounded_channel::<String>();
+        let (commands, commands_rx) = mpsc::unbounded_channel::<HubCommand>();
+        let (closed_tx, closed_rx) = watch::channel::<Option<String>>(None);
+        let span = tracing::Span::current();
+
+        // rmcp's output: one JSON-RPC message per line.
+        let from_rmcp = commands.clone();
+        tokio::spawn(
+            async move {
+                let mut lines = BufReader::new(hub_read).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    match RawMessage::parse(line.as_str()) {
+                        Ok(message) => {
+                            if from_rmcp.send(HubCommand::FromRmcp(message)).is_err() {
+                                break;
+                            }
+                        }
+                        Err(err) => warn!("rmcp wrote an unreadable message: {err}"),
+                    }
+                }
+            }
+            .instrument(span.clone()),
+        );
+        // rmcp's input.
+        tokio::spawn(
+            async move {
+                while let Some(mut line) = to_rmcp_rx.recv().await {
+                    line.push('\n');
+                    if hub_write.write_all(line.as_bytes()).await.is_err() {
+                        break;
+                    }
+                }
+                let _ = hub_write.shutdown().await;
+            }
+            .instrument(span.clone()),
+        );
+        let hub = Hub {
+            router: Router::default(),
+            link: link.clone(),
+            to_rmcp,
+            ports: HashMap::new(),
+            requests: HashMap::new(),
+            garbage: Vec::new(),
+            closed: closed_tx,
+        };
+        tokio::spawn(hub.run(link_events, commands_rx).instrument(span));
+
+        let mut closed = closed_rx.clone();
+        let handshake = rmcp::ServiceExt::serve(handler, rmcp_io);
+        let client = tokio::select! {
+            result = handshake => result.map_err(|e| {
+                let reason = closed_rx.borrow().clone();
+                match reason {
+                    Some(reason) => HandshakeError::LinkClosed(reason),
+                    None => HandshakeError::Protocol(e.to_string()),
+                }
+            })?,
+            reason = closed_reason(&mut closed) => return Err(HandshakeError::LinkClosed(reason)),
+        };
+        Ok(Connection {
+            client,
+            hub: commands,
+            link,
+            closed: closed_rx,
+            next_port: AtomicU64::new(1),
+            request_timeout,
+            app_id: app_id.to_owned(),
+        })
+    }
+
+    /// Resolves with the reason once the link has closed.
+    pub(crate) fn closed(&self) -> watch::Receiver<Option<String>> {
+        self.closed.clone()
+    }
+
+    /// The process id of a stdio app.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.link.pid()
+    }
+
+    /// Closes rmcp and the link.
+    pub(crate) async fn shutdown(&self, grace: Duration) {
+        self.client.cancellation_token().cancel();
+        self.link.close(grace).await;
+    }
+
+    /// Opens a port on this session.
+    pub(crate) async fn open_port(
+        self: &Arc<Self>,
+        capabilities: PortCapabilities,
+    ) -> Result<Port, PortError> {
+        let port = self.next_port.fetch_add(1, Ordering::Relaxed);
+        let (notifications, notifications_rx) = mpsc::channel(PORT_BACKLOG);
+        self.hub
+            .send(HubCommand::OpenPort {
+                port,
+                capabilities,
+                notifications,
+            })
+            .map_err(|_| PortError::SessionGone)?;
+        let (reply, result) = oneshot::channel();
+        self.hub
+            .send(HubCommand::InitializeResult { reply })
+            .map_err(|_| PortError::SessionGone)?;
+        let initialize = result
+            .await
+            .map_err(|_| PortError::SessionGone)?
+            .ok_or(PortError::SessionGone)?;
+        Ok(Port {
+            id: port,
+            hub: self.hub.clone(),
+            notifications: std::sync::Mutex::new(Some(notifications_rx)),
+            initialize,
+            request_timeout: self.request_timeout,
+        })
+    }
+}
+
+/// Why a port cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PortError {
+    /// The app is not running, so there is no session to join.
+    #[error("the app is not running (it is {0})")]
+    NotRunning(mcpapp_manifest::Lifecycle),
+    /// The upstream session this port belonged to has ended (the app stopped or restarted);
+    /// a client should start a new session.
+    #[error("the app's session has ended; start a new session")]
+    SessionGone,
+    /// The message is not valid JSON-RPC for this endpoint.
+    #[error("{0}")]
+    Invalid(#[from] RawError),
+}
+
+/// What the gateway says back to a message a port sent.
+#[derive(Debug)]
+pub enum PortReply {
+    /// A notification or response was accepted (HTTP 202).
+    Accepted,
+    /// The gateway answered at once (`initialize`, `ping`, a malformed request).
+    Response(RawMessage),
+    /// The request went upstream; its progress, server requests and response follow.
+    Stream(ResponseStream),
+}
+
+/// One browser session's share of an app's upstream session.
+///
+/// Requests keep their own ids and progress tokens as far as the port can see; the port
+/// receives only its own responses, plus session notifications on
+/// [`Port::take_notifications`]. Dropping the port ends it: its requests still in flight are
+/// cancelled upstream.
+#[derive(Debug)]
+pub struct Port {
+    id: PortId,
+    hub: mpsc::UnboundedSender<HubCommand>,
+    notifications: std::sync::Mutex<Option<mpsc::Receiver<RawMessage>>>,
+    initialize: Box<RawValue>,
+    request_timeout: Duration,
+}
+
+impl Port {
+    /// This port's number within its session (for logs).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The session-wide notifications for this port (list changes, `resources/updated`,
+    /// logging); available once.
+    pub fn take_notifications(&self) -> Option<mpsc::Receiver<RawMessage>> {
+        self.notifications
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+
+    /// Sends one message from the client.
+    ///
+    /// `initialize` and `ping` are answered by the gateway (the upstream session already did
+    /// its handshake; the answer is the upstream's own `InitializeResult`). Every other request
+    /// goes upstream, bounded by the app's request timeout: when it runs out the request is
+    /// cancelled upstream and the stream ends with an error response.
+    ///
+    /// # Errors
+    /// [`PortError::SessionGone`] when the upstream session has ended, and
+    /// [`PortError::Invalid`] for a notification or response that is not valid JSON-RPC.
+    pub async fn send(&self, message: RawMessage) -> Result<PortReply, PortError> {
+        if let Err(err) = message.check_envelope() {
+            return match message.kind() {
+                MessageKind::Request => Ok(PortReply::Response(RawMessage::error_response(
+                    message.id(),
+                    -32600,
+                    &err.to_string(),
+                ))),
+                _ => Err(PortError::Invalid(err)),
+            };
+        }
+        match message.kind() {
+            MessageKind::Request => self.request(message).await,
+            MessageKind::Notification => {
+                self.hub
+                    .send(HubCommand::PortNotification {
+                        port: self.id,
+                        message,
+                    })
+                    .map_err(|_| PortError::SessionGone)?;
+                Ok(PortReply::Accepted)
+            }
+            MessageKind::Response | MessageKind::Error => {
+                self.hub
+                    .send(HubCommand::PortResponse {
+                        port: self.id,
+                        message,
+                    })
+                    .map_err(|_| PortError::SessionGone)?;
+                Ok(PortReply::Accepted)
+            }
+        }
+    }
+
+    async fn request(&self, message: RawMessage) -> Result<PortReply, PortError> {
+        let id = message
+            .id()
+            .map(ToOwned::to_owned)
+            .unwrap_or_else(|| raw_json("null".to_owned()));
+        match message.method().as_deref() {
+            Some("initialize") => {
+                let capabilities = |name: &str| {
+                    message
+                        .get_path(&["params", "capabilities", name])
+                        .is_some_and(|v| v.get() != "null")
+                };
+                let capabilities = PortCapabilities {
+                    elicitation: capabilities("elicitation"),
+                    sampling: capabilities("sampling"),
+                    roots: capabilities("roots"),
+                };
+                self.hub
+                    .send(HubCommand::SetCapabilities {
+                        port: self.id,
+                        capabilities,
+                    })
+                    .map_err(|_| PortError::SessionGone)?;
+                return Ok(PortReply::Response(RawMessage::response(
+                    &id,
+                    &self.initialize,
+                )));
+            }
+            Some("ping") => {
+                return Ok(PortReply::Response(RawMessage::response(
+                    &id,
+                    &raw_json("{}".to_owned()),
+                )));
+            }
+            _ => {}
+        }
+        let (stream, stream_rx) = mpsc::unbounded_channel();
+        let (accepted, accepted_rx) = oneshot::channel();
+        self.hub
+            .send(HubCommand::PortRequest {
+                port: self.id,
+                message,
+                stream,
+                accepted,
+            })
+            .map_err(|_| PortError::SessionGone)?;
+        match accepted_rx.await.map_err(|_| PortError::SessionGone)? {
+            Ok(key) => Ok(PortReply::Stream(ResponseStream {
+                rx: stream_rx,
+                key,
+                id,
+                deadline: Instant::now() + self.request_timeout,
+                timeout: self.request_timeout,
+                hub: self.hub.clone(),
+                done: false,
+            })),
+            Err(response) => Ok(PortReply::Response(response)),
+        }
+    }
+}
+
+impl Drop for Port {
+    fn drop(&mut self) {
+        let _ = self.hub.send(HubCommand::ClosePort {
+            port: self.id,
+            reason: "the client's session ended".to_owned(),
+        });
+    }
+}
+
+/// What comes back for one request: zero or more notifications and server requests, then
+/// its response.
+#[derive(Debug)]
+pub struct ResponseStream {
+    rx: mpsc::UnboundedReceiver<RawMessage>,
+    key: Key,
+    id: Box<RawValue>,
+    deadline: Instant,
+    timeout: Duration,
+    hub: mpsc::UnboundedSender<HubCommand>,
+    done: bool,
+}
+
+impl ResponseStream {
+    /// The next message for this request, or `None` after its response. When the request
+    /// timeout runs out first, the request is cancelled upstream and an error response is the
+    /// last message.
+    pub async fn next(&mut self) -> Option<RawMessage> {
+        if self.done {
+            return None;
+        }
+        match tokio::time::timeout_at(self.deadline, self.rx.recv()).await {
+            Ok(Some(message)) => {
+                if message.is_response() {
+                    self.done = true;
+                }
+                Some(message)
+            }
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(_) => {
+                self.done = true;
+                let reason = format!("timed out after {} s", self.timeout.as_secs_f64());
+                let _ = self.hub.send(HubCommand::Abandon {
+                    key: self.key.clone(),
+                    reason: reason.clone(),
+                });
+                Some(RawMessage::error_response(
+                    Some(&self.id),
+                    -32001,
+                    &format!("the app did not answer: the request {reason}"),
+                ))
+            }
+        }
+    }
+}

@@ -1,0 +1,359 @@
+//! The registry of supervised apps: load from a discovery report, look up, reload, shut down.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use mcpapp_discovery::{DiscoveredApp, DiscoveryReport};
+use mcpapp_manifest::{InstallState, McpAppsConfig, SupervisionConfig};
+use tokio::sync::broadcast;
+use tracing::info;
+
+use crate::app::{AppShared, Command, TaskContext, spawn_task};
+use crate::events::SupervisorEvent;
+use crate::handle::AppHandle;
+use crate::launch::EnvLookup;
+use crate::link::stdio::ProcessTable;
+use crate::policy::SupervisionPolicy;
+
+/// Events kept for slow subscribers.
+const EVENT_BACKLOG: usize = 1024;
+
+/// Configures a [`Supervisor`].
+pub struct SupervisorBuilder {
+    global: SupervisionConfig,
+    entries: BTreeMap<String, SupervisionConfig>,
+    policy: Option<SupervisionPolicy>,
+    env: EnvLookup,
+}
+
+impl std::fmt::Debug for SupervisorBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SupervisorBuilder")
+            .field("global", &self.global)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SupervisorBuilder {
+    /// Takes the supervision settings of `McpApps` and its entries.
+    pub fn config(mut self, config: &McpAppsConfig) -> Self {
+        self.global = config.supervision.clone();
+        self.entries = config
+            .entries
+            .iter()
+            .map(|(id, entry)| (id.clone(), entry.supervision.clone()))
+            .collect();
+        self
+    }
+
+    /// Uses one policy for every app, ignoring configuration.
+    pub fn policy(mut self, policy: SupervisionPolicy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// How `env:NAME` values in manifests are read. Defaults to the process environment.
+    pub fn env_lookup(
+        mut self,
+        lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.env = Arc::new(lookup);
+        self
+    }
+
+    /// Builds the supervisor; nothing runs until [`Supervisor::load`].
+    pub fn build(self) -> Supervisor {
+        Supervisor {
+            inner: Arc::new(Inner {
+                apps: RwLock::new(Vec::new()),
+                others: RwLock::new(Vec::new()),
+                events: broadcast::channel(EVENT_BACKLOG).0,
+                context: TaskContext {
+                    env: self.env,
+                    processes: ProcessTable::default(),
+                },
+                global: self.global,
+                entries: self.entries,
+                policy: self.policy,
+                tasks: Mutex::new(Vec::new()),
+                loaded: AtomicBool::new(false),
+                shut_down: AtomicBool::new(false),
+            }),
+        }
+    }
+}
+
+/// Supervises every app of a discovery report.
+///
+/// Apps start concurrently, in the background: [`Supervisor::load`] returns at once and
+/// [`Supervisor::wait_settled`] waits for them. Each app is restarted with backoff when it
+/// fails. Dropping the supervisor without [`Supervisor::shutdown`] still kills every child
+/// process it started.
+#[derive(Debug, Clone)]
+pub struct Supervisor {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    apps: RwLock<Vec<AppHandle>>,
+    others: RwLock<Vec<InstallState>>,
+    events: broadcast::Sender<SupervisorEvent>,
+    context: TaskContext,
+    global: SupervisionConfig,
+    entries: BTreeMap<String, SupervisionConfig>,
+    policy: Option<SupervisionPolicy>,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    loaded: AtomicBool,
+    shut_down: AtomicBool,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Supervisor").finish_non_exhaustive()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Without a shutdown, children must still not outlive us: kill their process groups
+        // now (no runtime needed) and stop the tasks.
+        self.context.processes.kill_all();
+        for task in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            task.abort();
+        }
+    }
+}
+
+/// What a reload changed, by app id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReloadSummary {
+    /// Apps new in the report, now started (when runnable).
+    pub added: Vec<String>,
+    /// Apps no longer in the report, now stopped and removed.
+    pub removed: Vec<String>,
+    /// Apps whose spec, settings or runnability changed, now restarted.
+    pub changed: Vec<String>,
+    /// Apps left alone.
+    pub unchanged: Vec<String>,
+}
+
+impl Supervisor {
+    /// Starts configuring a supervisor.
+    pub fn builder() -> SupervisorBuilder {
+        SupervisorBuilder {
+            global: SupervisionConfig::default(),
+            entries: BTreeMap::new(),
+            policy: None,
+            env: Arc::new(|name| std::env::var(name).ok()),
+        }
+    }
+
+    fn policy_for(&self, id: &str) -> SupervisionPolicy {
+        self.inner.policy.unwrap_or_else(|| {
+            SupervisionPolicy::from_config(&self.inner.global, self.inner.entries.get(id))
+        })
+    }
+
+    /// Makes the handle (and task, when runnable) of one discovered app.
+    fn make(&self, app: &DiscoveredApp) -> AppHandle {
+        let runnable = app
+            .spec
+            .clone()
+            .map(|spec| (spec, self.policy_for(app.id())));
+        let (shared, commands) =
+            AppShared::new(app.state.clone(), runnable, self.inner.events.clone());
+        if let Some(commands) = commands {
+            let task = spawn_task(shared.clone(), commands, self.inner.context.clone());
+            self.inner
+                .tasks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(task);
+        }
+        AppHandle { shared }
+    }
+
+    /// Splits a report into apps with a unique id and the rest.
+    fn partition(report: &DiscoveryReport) -> (Vec<&DiscoveredApp>, Vec<InstallState>) {
+        let mut seen = HashSet::new();
+        let mut keyed = Vec::new();
+        let mut others = Vec::new();
+        for app in &report.apps {
+            if !app.id().is_empty() && seen.insert(app.id().to_owned()) {
+                keyed.push(app);
+            } else {
+                others.push(app.state.clone());
+            }
+        }
+        (keyed, others)
+    }
+
+    /// Starts every runnable app of `report` in the background; returns at once. Only the
+    /// first call loads; later calls change nothing (use [`Supervisor::reload`]).
+    pub fn load(&self, report: &DiscoveryReport) {
+        if self.inner.shut_down.load(Ordering::SeqCst)
+            || self.inner.loaded.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        let (keyed, others) = Self::partition(report);
+        let handles: Vec<AppHandle> = keyed.into_iter().map(|app| self.make(app)).collect();
+        info!(apps = handles.len(), "supervising MCP Apps");
+        *self.inner.apps.write().unwrap_or_else(|p| p.into_inner()) = handles;
+        *self.inner.others.write().unwrap_or_else(|p| p.into_inner()) = others;
+    }
+
+    /// Applies a new discovery report: starts added apps, stops and removes apps that are
+    /// gone, restarts apps whose spec or settings changed, and leaves the rest alone.
+    pub async fn reload(&self, report: &DiscoveryReport) -> ReloadSummary {
+        let mut summary = ReloadSummary::default();
+        if self.inner.shut_down.load(Ordering::SeqCst) {
+            return summary;
+        }
+        self.inner.loaded.store(true, Ordering::SeqCst);
+        let (keyed, others) = Self::partition(report);
+        let current: Vec<AppHandle> = self.list();
+        let mut next = Vec::new();
+        let mut retired = Vec::new();
+        for app in &keyed {
+            let id = app.id();
+            let policy = self.policy_for(id);
+            match current.iter().find(|h| h.id() == id) {
+                None => {
+                    next.push(self.make(app));
+                    summary.added.push(id.to_owned());
+                }
+                Some(handle) => {
+                    let old_spec = handle.spec();
+                    let same_root = handle.snapshot().state.root_path == app.state.root_path;
+                    let same = old_spec == app.spec
+                        && same_root
+                        && (old_spec.is_none() || handle.shared.policy() == Some(policy));
+                    if same {
+                        next.push(handle.clone());
+                        summary.unchanged.push(id.to_owned());
+                    } else if let (Some(_), Some(spec)) = (&old_spec, &app.spec) {
+                        // Same handle, new settings: holders keep working after the restart.
+                        let _ = handle.shared.command(Command::Reconfigure(Box::new((
+                            spec.clone(),
+                            app.state.clone(),
+                            policy,
+                        ))));
+                        next.push(handle.clone());
+                        summary.changed.push(id.to_owned());
+                    } else {
+                        retired.push(handle.clone());
+                        next.push(self.make(app));
+                        summary.changed.push(id.to_owned());
+                    }
+                }
+            }
+        }
+        for handle in &current {
+            if !keyed.iter().any(|app| app.id() == handle.id()) {
+                retired.push(handle.clone());
+                summary.removed.push(handle.id().to_owned());
+            }
+        }
+        *self.inner.apps.write().unwrap_or_else(|p| p.into_inner()) = next;
+        *self.inner.others.write().unwrap_or_else(|p| p.into_inner()) = others;
+        futures::future::join_all(retired.iter().map(AppHandle::shut_down)).await;
+        for id in &summary.removed {
+            let _ = self
+                .inner
+                .events
+                .send(SupervisorEvent::Removed { app_id: id.clone() });
+        }
+        for id in &summary.added {
+            let _ = self
+                .inner
+                .events
+                .send(SupervisorEvent::Added { app_id: id.clone() });
+        }
+        info!(
+            added = summary.added.len(),
+            removed = summary.removed.len(),
+            changed = summary.changed.len(),
+            unchanged = summary.unchanged.len(),
+            "reloaded MCP Apps"
+        );
+        summary
+    }
+
+    /// The app with this id.
+    pub fn get(&self, id: &str) -> Option<AppHandle> {
+        self.inner
+            .apps
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|h| h.id() == id)
+            .cloned()
+    }
+
+    /// Every app with an id, in discovery order (runnable or not).
+    pub fn list(&self) -> Vec<AppHandle> {
+        self.inner
+            .apps
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Discovered apps that have no usable id (missing, or repeated), which cannot have a
+    /// handle; shown for completeness.
+    pub fn unaddressable(&self) -> Vec<InstallState> {
+        self.inner
+            .others
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Every event from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<SupervisorEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// Waits until every app has settled (running, failed, stopped, disabled or invalid), or
+    /// `deadline` passes; returns whether all settled.
+    pub async fn wait_settled(&self, deadline: Duration) -> bool {
+        let watches: Vec<_> = self.list().iter().map(AppHandle::watch).collect();
+        let all = async {
+            for mut watch in watches {
+                let _ = watch.wait_for(|s| s.state.lifecycle.is_settled()).await;
+            }
+        };
+        tokio::time::timeout(deadline, all).await.is_ok()
+    }
+
+    /// Stops every app (closing sessions, terminating process groups, killing after the grace
+    /// period) and ends their tasks. A second call does nothing.
+    pub async fn shutdown(&self) {
+        if self.inner.shut_down.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let apps = self.list();
+        futures::future::join_all(apps.iter().map(AppHandle::shut_down)).await;
+        let tasks: Vec<_> = self
+            .inner
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+            .collect();
+        for task in tasks {
+            let _ = task.await;
+        }
+        self.inner.context.processes.kill_all();
+        info!("all MCP Apps stopped");
+    }
+}

@@ -1,0 +1,404 @@
+//! Ports: browser sessions sharing an app's one upstream session with the gateway, byte for
+//! byte, over stdio and HTTP.
+
+use std::time::Duration;
+
+use mcpapp_manifest::Lifecycle;
+use mcpapp_supervisor::{
+    AppHandle, Port, PortCapabilities, PortError, PortReply, RawMessage, Supervisor,
+};
+use mcpapp_testkit::{AppsDir, HttpApp, bin};
+use serde_json::{Value, json};
+
+use crate::{PATIENCE, fast_policy, supervise, wait_state};
+
+fn msg(value: Value) -> RawMessage {
+    RawMessage::from_value(&value).unwrap()
+}
+
+/// Sends a request and collects everything that comes back for it.
+async fn exchange(port: &Port, request: Value) -> Vec<RawMessage> {
+    match port.send(msg(request)).await.unwrap() {
+        PortReply::Response(response) => vec![response],
+        PortReply::Accepted => Vec::new(),
+        PortReply::Stream(mut stream) => {
+            let mut out = Vec::new();
+            while let Some(message) = tokio::time::timeout(PATIENCE, stream.next()).await.unwrap() {
+                out.push(message);
+            }
+            out
+        }
+    }
+}
+
+fn json_of(message: &RawMessage) -> Value {
+    serde_json::from_str(message.as_str()).unwrap()
+}
+
+async fn open(app: &AppHandle, elicitation: bool) -> Port {
+    let port = app
+        .open_port(PortCapabilities {
+            elicitation,
+            ..PortCapabilities::default()
+        })
+        .await
+        .unwrap();
+    let init = exchange(
+        &port,
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": if elicitation { json!({"elicitation": {}}) } else { json!({}) },
+            "clientInfo": {"name": "browser", "version": "1"}}}),
+    )
+    .await;
+    let init = json_of(&init[0]);
+    assert_eq!(init["id"], 0);
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+    assert!(
+        init["result"]["capabilities"]["tools"].is_object(),
+        "{init}"
+    );
+    port
+}
+
+async fn running(apps: &AppsDir, id: &str) -> (Supervisor, AppHandle) {
+    let supervisor = supervise(&apps.discover(), fast_policy());
+    let app = supervisor.get(id).unwrap();
+    wait_state(&app, Lifecycle::Running).await;
+    (supervisor, app)
+}
+
+/// Twenty echo calls through a port, with ids 0..20 that collide with every other caller's.
+async fn port_calls(port: &Port, who: &str) {
+    for i in 0..20 {
+        let call = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                          "params": {"name": "echo", "arguments": {"message": format!("{who}-{i}")}}});
+        let replies = exchange(port, call).await;
+        assert_eq!(replies.len(), 1);
+        let reply = json_of(&replies[0]);
+        assert_eq!(reply["id"], i, "{who}: {reply}");
+        assert_eq!(
+            reply["result"]["structuredContent"]["message"],
+            format!("{who}-{i}")
+        );
+    }
+}
+
+#[tokio::test]
+async fn two_ports_and_the_agent_share_one_session_and_see_only_their_own_answers() {
+    for http in [false, true] {
+        let server = http.then(|| HttpApp::start("fixture-app", &[]));
+        let apps = AppsDir::new();
+        match &server {
+            Some(server) => apps.http_app("shared", &server.url, "{}"),
+            None => apps.stdio_app("shared", &bin("fixture-app"), &["stdio"], "{}"),
+        };
+        let (supervisor, app) = running(&apps, "shared").await;
+        let a = open(&app, false).await;
+        let b = open(&app, false).await;
+        let agent_calls = async {
+            for i in 0..20 {
+                let result = app
+                    .call_tool(
+                        "echo",
+                        Some(
+                            json!({"message": format!("agent-{i}")})
+                                .as_object()
+                                .unwrap()
+                                .clone(),
+                        ),
+                        None,
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    result.structured_content.unwrap()["message"],
+                    format!("agent-{i}")
+                );
+            }
+        };
+        tokio::join!(port_calls(&a, "a"), port_calls(&b, "b"), agent_calls);
+        // One session: for stdio, one process served everyone.
+        if !http {
+            assert_eq!(app.snapshot().restart_count, 0);
+        }
+        drop((a, b));
+        supervisor.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn vendor_fields_and_number_spelling_survive_the_round_trip() {
+    for http in [false, true] {
+        let server = http.then(|| HttpApp::start("fixture-app", &[]));
+        let apps = AppsDir::new();
+        match &server {
+            Some(server) => apps.http_app("vendor", &server.url, "{}"),
+            None => apps.stdio_app("vendor", &bin("fixture-app"), &["stdio"], "{}"),
+        };
+        let (supervisor, app) = running(&apps, "vendor").await;
+        let port = open(&app, false).await;
+        let replies = exchange(
+            &port,
+            json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}),
+        )
+        .await;
+        let text = replies[0].as_str();
+        assert!(text.contains(r#""x-vendor":{"fixture":true}"#), "{text}");
+        assert!(text.contains(r#""x-fixture-page":1"#), "{text}");
+        assert!(text.contains(r#""id":"list""#), "{text}");
+        // Arguments reach the app as written: 1.50 stays 1.50.
+        let request = RawMessage::parse(
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo_meta","arguments":{},"_meta":{"n":1.50,"x-keep":[1, 2]}}}"#,
+        )
+        .unwrap();
+        let PortReply::Stream(mut stream) = port.send(request).await.unwrap() else {
+            panic!("expected a stream")
+        };
+        let reply = stream.next().await.unwrap();
+        let value = json_of(&reply);
+        assert_eq!(
+            value["result"]["structuredContent"]["meta"]["x-keep"],
+            json!([1, 2]),
+            "{value}"
+        );
+        assert_eq!(value["id"], 7);
+        drop(port);
+        supervisor.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn resources_updated_reaches_every_port() {
+    for http in [false, true] {
+        let server = http.then(|| HttpApp::start("grocery-inventory", &[]));
+        let apps = AppsDir::new();
+        match &server {
+            Some(server) => apps.http_app("grocery", &server.url, "{}"),
+            None => apps.stdio_app("grocery", &bin("grocery-inventory"), &["stdio"], "{}"),
+        };
+        let (supervisor, app) = running(&apps, "grocery").await;
+        let a = open(&app, false).await;
+        let b = open(&app, false).await;
+        let mut a_events = a.take_notifications().unwrap();
+        let mut b_events = b.take_notifications().unwrap();
+        assert!(a.take_notifications().is_none());
+        app.call_tool(
+            "adjust_stock",
+            Some(
+                json!({"storeId": 1, "productId": 1, "delta": 2})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ),
+            None,
+        )
+        .await
+        .unwrap();
+        for events in [&mut a_events, &mut b_events] {
+            let updated = tokio::time::timeout(PATIENCE, async {
+                loop {
+                    let m = events.recv().await.unwrap();
+                    if m.method().as_deref() == Some("notifications/resources/updated") {
+                        return m;
+                    }
+                }
+            })
+            .await
+            .unwrap();
+            assert!(
+                updated.as_str().contains("inventory://"),
+                "{}",
+                updated.as_str()
+            );
+        }
+        drop((a, b));
+        supervisor.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn an_elicitation_caused_by_a_port_reaches_that_port() {
+    for http in [false, true] {
+        let server = http.then(|| HttpApp::start("fixture-app", &[]));
+        let apps = AppsDir::new();
+        match &server {
+            Some(server) => apps.http_app("asker", &server.url, "{}"),
+            None => apps.stdio_app("asker", &bin("fixture-app"), &["stdio"], "{}"),
+        };
+        let (supervisor, app) = running(&apps, "asker").await;
+        let port = open(&app, true).await;
+        let bystander = open(&app, true).await;
+        let call = json!({"jsonrpc": "2.0", "id": "ask", "method": "tools/call",
+                          "params": {"name": "elicit", "arguments": {"message": "who are you?"}}});
+        let PortReply::Stream(mut stream) = port.send(msg(call)).await.unwrap() else {
+            panic!("expected a stream")
+        };
+        let request = tokio::time::timeout(PATIENCE, stream.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            request.method().as_deref(),
+            Some("elicitation/create"),
+            "{}",
+            request.as_str()
+        );
+        let id: Value = serde_json::from_str(request.id().unwrap().get()).unwrap();
+        // Another session cannot answer it.
+        assert!(matches!(
+            bystander
+                .send(msg(
+                    json!({"jsonrpc": "2.0", "id": id, "result": {"action": "decline"}})
+                ))
+                .await
+                .unwrap(),
+            PortReply::Accepted
+        ));
+        port.send(msg(json!({"jsonrpc": "2.0", "id": id,
+                              "result": {"action": "accept", "content": {"name": "Ada", "agree": true}}})))
+            .await
+            .unwrap();
+        let response = tokio::time::timeout(PATIENCE, stream.next())
+            .await
+            .unwrap()
+            .unwrap();
+        let response = json_of(&response);
+        assert_eq!(response["id"], "ask");
+        let text = response["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.starts_with("accepted:") && text.contains("Ada"),
+            "{response} ({})",
+            if http { "http" } else { "stdio" }
+        );
+        drop((port, bystander));
+        supervisor.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn progress_tokens_are_restored() {
+    let apps = AppsDir::new();
+    apps.stdio_app("progress", &bin("fixture-app"), &["stdio"], "{}");
+    let (supervisor, app) = running(&apps, "progress").await;
+    let port = open(&app, false).await;
+    let replies = exchange(
+        &port,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+               "params": {"name": "progress", "arguments": {"steps": 3}, "_meta": {"progressToken": "tokA"}}}),
+    )
+    .await;
+    let progress: Vec<Value> = replies
+        .iter()
+        .map(json_of)
+        .filter(|v| v["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(progress.len(), 3);
+    assert!(
+        progress
+            .iter()
+            .all(|p| p["params"]["progressToken"] == "tokA"),
+        "{progress:?}"
+    );
+    let last = json_of(replies.last().unwrap());
+    assert_eq!(last["id"], 3);
+    // The app saw the gateway's token, not the browser's.
+    assert_ne!(last["result"]["structuredContent"]["progressToken"], "tokA");
+    drop(port);
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn port_requests_time_out_and_are_cancelled_upstream() {
+    let apps = AppsDir::new();
+    apps.stdio_app(
+        "slowpoke",
+        &bin("fixture-app"),
+        &["stdio"],
+        r#"{"requestTimeoutSeconds": 1}"#,
+    );
+    let (supervisor, app) = running(&apps, "slowpoke").await;
+    let port = open(&app, false).await;
+    let replies = exchange(
+        &port,
+        json!({"jsonrpc": "2.0", "id": "h", "method": "tools/call", "params": {"name": "hang"}}),
+    )
+    .await;
+    let error = json_of(&replies[0]);
+    assert_eq!(error["id"], "h");
+    assert_eq!(error["error"]["code"], -32001);
+    let seen = app
+        .call_tool(
+            "cancellations",
+            Some(json!({"waitMs": 900}).as_object().unwrap().clone()),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(seen.structured_content.unwrap()["count"], 1);
+    drop(port);
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn ports_end_with_their_session() {
+    let apps = AppsDir::new();
+    apps.stdio_app("ending", &bin("fixture-app"), &["stdio"], "{}");
+    let (supervisor, app) = running(&apps, "ending").await;
+    let port = open(&app, false).await;
+    let mut events = supervisor.subscribe();
+    app.restart().unwrap();
+    crate::next_event(&mut events, |e| {
+        matches!(
+            e,
+            mcpapp_supervisor::SupervisorEvent::Lifecycle {
+                to: Lifecycle::Running,
+                ..
+            }
+        )
+    })
+    .await;
+    let sent = port
+        .send(msg(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        ))
+        .await;
+    let gone = match sent {
+        Err(PortError::SessionGone) => true,
+        Ok(PortReply::Stream(mut s)) => {
+            let reply = tokio::time::timeout(Duration::from_secs(5), s.next())
+                .await
+                .unwrap();
+            reply.is_none_or(|r| json_of(&r)["error"].is_object())
+        }
+        other => panic!("{other:?}"),
+    };
+    assert!(gone);
+    wait_state(&app, Lifecycle::Running).await;
+    // A new session works again.
+    let fresh = open(&app, false).await;
+    let replies = exchange(
+        &fresh,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    )
+    .await;
+    assert!(json_of(&replies[0])["result"]["tools"].is_array());
+    drop(fresh);
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn malformed_messages_are_refused() {
+    let apps = AppsDir::new();
+    apps.stdio_app("strict", &bin("fixture-app"), &["stdio"], "{}");
+    let (supervisor, app) = running(&apps, "strict").await;
+    let port = open(&app, false).await;
+    let bad = RawMessage::parse(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","x-top":true}"#)
+        .unwrap();
+    match port.send(bad).await.unwrap() {
+        PortReply::Response(response) => assert_eq!(json_of(&response)["error"]["code"], -32600),
+        other => panic!("{other:?}"),
+    }
+    drop(port);
+    supervisor.shutdown().await;
+}

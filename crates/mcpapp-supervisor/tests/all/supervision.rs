@@ -1,0 +1,491 @@
+//! Supervision: restarts with backoff, crash loops, timeouts, health checks, environment
+//! references, list changes, reloads and leaving no process behind.
+
+use std::time::Duration;
+
+use mcpapp_manifest::Lifecycle;
+use mcpapp_supervisor::{CallError, Supervisor, SupervisorEvent};
+use mcpapp_testkit::{AppsDir, HttpApp, bin, eventually, live, live_in_groups};
+use serde_json::json;
+
+use crate::{PATIENCE, fast_policy, first_text, next_event, supervise, wait_state};
+
+fn is_lifecycle(event: &SupervisorEvent, id: &str, state: Lifecycle) -> bool {
+    matches!(event, SupervisorEvent::Lifecycle { app_id, to, .. } if app_id == id && *to == state)
+}
+
+#[tokio::test]
+async fn a_crashing_app_fails_and_restarts_with_growing_delays() {
+    let apps = AppsDir::new();
+    apps.stdio_app(
+        "crashy",
+        &bin("fixture-app"),
+        &["stdio", "--exit-after-ms", "200"],
+        "{}",
+    );
+    let mut policy = fast_policy();
+    policy.crash_loop_failures = 100;
+    let supervisor = Supervisor::builder().policy(policy).build();
+    let mut events = supervisor.subscribe();
+    supervisor.load(&apps.discover());
+    let mut delays = Vec::new();
+    for attempt in 1..=3u32 {
+        next_event(&mut events, |e| {
+            is_lifecycle(e, "crashy", Lifecycle::Running)
+        })
+        .await;
+        let failed = next_event(&mut events, |e| {
+            is_lifecycle(e, "crashy", Lifecycle::Failed)
+        })
+        .await;
+        if let SupervisorEvent::Lifecycle { reason, .. } = &failed {
+            assert!(
+                reason.as_deref().unwrap().contains("exited with status 17"),
+                "{failed:?}"
+            );
+        }
+        match next_event(&mut events, |e| {
+            matches!(e, SupervisorEvent::RestartScheduled { .. })
+        })
+        .await
+        {
+            SupervisorEvent::RestartScheduled {
+                attempt: a, delay, ..
+            } => {
+                assert_eq!(a, attempt);
+                delays.push(delay);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(delays[0] < delays[1] && delays[1] < delays[2], "{delays:?}");
+    next_event(&mut events, |e| {
+        is_lifecycle(e, "crashy", Lifecycle::Running)
+    })
+    .await;
+    let snapshot = supervisor.get("crashy").unwrap().snapshot();
+    assert!(snapshot.restart_count >= 3);
+    assert!(snapshot.state.last_error.unwrap().contains("status 17"));
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_crash_loop_stops_the_restarts_until_restarted_by_hand() {
+    let apps = AppsDir::new();
+    apps.stdio_app(
+        "loop",
+        &bin("fixture-app"),
+        &["stdio", "--exit-at-start", "3"],
+        r#"{"startupTimeoutSeconds": 5}"#,
+    );
+    let mut policy = fast_policy();
+    policy.crash_loop_failures = 2;
+    let supervisor = Supervisor::builder().policy(policy).build();
+    let mut events = supervisor.subscribe();
+    supervisor.load(&apps.discover());
+    let crash_loop = next_event(&mut events, |e| {
+        matches!(e, SupervisorEvent::Lifecycle { app_id, to: Lifecycle::Failed, reason: Some(r), .. }
+            if app_id == "loop" && r.starts_with("crash loop"))
+    })
+    .await;
+    if let SupervisorEvent::Lifecycle { reason, .. } = crash_loop {
+        let reason = reason.unwrap();
+        assert!(
+            reason.contains("3 failures") && reason.contains("exited with status 3"),
+            "{reason}"
+        );
+    }
+    let app = supervisor.get("loop").unwrap();
+    let snapshot = app.snapshot();
+    assert!(snapshot.crash_loop);
+    assert_eq!(snapshot.next_restart, None);
+    // Nothing is scheduled: the next event comes only from the manual restart.
+    app.restart().unwrap();
+    let next = next_event(&mut events, |e| e.app_id() == "loop").await;
+    assert!(is_lifecycle(&next, "loop", Lifecycle::Loaded), "{next:?}");
+    assert!(!app.snapshot().crash_loop);
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_hanging_tool_times_out_and_is_cancelled_upstream() {
+    let apps = AppsDir::new();
+    apps.stdio_app(
+        "hang",
+        &bin("fixture-app"),
+        &["stdio"],
+        r#"{"requestTimeoutSeconds": 1}"#,
+    );
+    let supervisor = supervise(&apps.discover(), fast_policy());
+    let app = supervisor.get("hang").unwrap();
+    wait_state(&app, Lifecycle::Running).await;
+    let err = app.call_tool("hang", None, None).await.unwrap_err();
+    assert!(
+        matches!(err, CallError::Timeout { seconds: 1, .. }),
+        "{err:?}"
+    );
+    let seen = app
+        .call_tool(
+            "cancellations",
+            Some(json!({"waitMs": 900}).as_object().unwrap().clone()),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(seen.structured_content.unwrap()["count"], 1);
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn slow_starts_and_silent_servers_hit_the_startup_timeout() {
+    let apps = AppsDir::new();
+    let fixture = bin("fixture-app");
+    apps.stdio_app(
+        "slow",
+        &fixture,
+        &["stdio", "--start-delay-ms", "20000"],
+        r#"{"startupTimeoutSeconds": 1}"#,
+    );
+    apps.stdio_app(
+        "silent",
+        &fixture,
+        &["stdio", "--never-initialize"],
+        r#"{"startupTimeoutSeconds": 1}"#,
+    );
+    let mut policy = fast_policy();
+    policy.auto_restart = false;
+    let supervisor = supervise(&apps.discover(), policy);
+    for id in ["slow", "silent"] {
+        let app = supervisor.get(id).unwrap();
+        wait_state(&app, Lifecycle::Failed).await;
+        let error = app.snapshot().state.last_error.unwrap();
+        assert!(
+            error.contains("startup timed out after 1 s"),
+            "{id}: {error}"
+        );
+    }
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn garbage_on_stdout_fails_with_a_readable_reason() {
+    let apps = AppsDir::new();
+    apps.stdio_app(
+        "garbage",
+        &bin("fixture-app"),
+        &["stdio", "--garbage-stdout"],
+        r#"{"startupTimeoutSeconds": 5}"#,
+    );
+    let mut policy = fast_policy();
+    policy.auto_restart = false;
+    let supervisor = supervise(&apps.discover(), policy);
+    let app = supervisor.get("garbage").unwrap();
+    wait_state(&app, Lifecycle::Failed).await;
+    let error = app.snapshot().state.last_error.unwrap();
+    assert!(error.contains("exited with status 1"), "{error}");
+    assert!(
+        error.contains("not JSON-RPC") && error.contains("'this is not JSON-RPC'"),
+        "{error}"
+    );
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn stderr_is_kept_and_quoted_in_failures() {
+    let apps = AppsDir::new();
+    apps.stdio_app(
+        "noisy",
+        &bin("fixture-app"),
+        &["stdio", "--stderr-noise", "3"],
+        "{}",
+    );
+    let supervisor = supervise(&apps.discover(), fast_policy());
+    let app = supervisor.get("noisy").unwrap();
+    wait_state(&app, Lifecycle::Running).await;
+    app.call_tool(
+        "echo",
+        Some(json!({"message": "hi"}).as_object().unwrap().clone()),
+        None,
+    )
+    .await
+    .unwrap();
+    let tail = app.stderr_tail();
+    assert!(
+        tail.iter().any(|l| l.contains("start line 3 of 3")),
+        "{tail:?}"
+    );
+    assert!(
+        eventually(PATIENCE, || app
+            .stderr_tail()
+            .iter()
+            .any(|l| l.contains("tool call 1: echo")))
+        .await,
+        "{:?}",
+        app.stderr_tail()
+    );
+    supervisor.shutdown().await;
+
+    let failing = AppsDir::new();
+    failing.stdio_app(
+        "dies",
+        &bin("fixture-app"),
+        &["stdio", "--exit-at-start", "4"],
+        r#"{"startupTimeoutSeconds": 5}"#,
+    );
+    let mut policy = fast_policy();
+    policy.auto_restart = false;
+    let supervisor = supervise(&failing.discover(), policy);
+    let app = supervisor.get("dies").unwrap();
+    wait_state(&app, Lifecycle::Failed).await;
+    let error = app.snapshot().state.last_error.unwrap();
+    assert!(
+        error.contains("status 4") && error.contains("stderr:"),
+        "{error}"
+    );
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn env_references_are_resolved_at_launch_and_missing_ones_reported() {
+    let apps = AppsDir::new();
+    apps.stdio_app(
+        "env",
+        &bin("fixture-app"),
+        &["stdio"],
+        r#"{"environment": {"FIXTURE_SECRET": "env:MCPAPP_TEST_SECRET", "PLAIN": "visible"}}"#,
+    );
+    apps.stdio_app(
+        "env-missing",
+        &bin("fixture-app"),
+        &["stdio"],
+        r#"{"environment": {"TOKEN": "env:MCPAPP_UNSET_VAR"}}"#,
+    );
+    let mut policy = fast_policy();
+    policy.auto_restart = false;
+    let supervisor = Supervisor::builder()
+        .policy(policy)
+        .env_lookup(|name| (name == "MCPAPP_TEST_SECRET").then(|| "hunter2".to_owned()))
+        .build();
+    supervisor.load(&apps.discover());
+    let app = supervisor.get("env").unwrap();
+    wait_state(&app, Lifecycle::Running).await;
+    let value = app
+        .call_tool(
+            "get_env",
+            Some(
+                json!({"name": "FIXTURE_SECRET"})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(value.structured_content.unwrap()["value"], "hunter2");
+
+    let missing = supervisor.get("env-missing").unwrap();
+    wait_state(&missing, Lifecycle::Failed).await;
+    let error = missing.snapshot().state.last_error.unwrap();
+    assert_eq!(
+        error,
+        "environment variable MCPAPP_UNSET_VAR (for environment TOKEN) is not set"
+    );
+    // The secret never shows in what the supervisor reports.
+    assert!(!format!("{:?}", app.snapshot()).contains("hunter2"));
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn http_headers_resolve_env_references() {
+    let server = HttpApp::start("fixture-app", &["--require-header", "X-Token=s3cret"]);
+    let apps = AppsDir::new();
+    apps.http_app(
+        "authed",
+        &server.url,
+        r#"{"headers": {"X-Token": "env:FIXTURE_TOKEN"}}"#,
+    );
+    apps.http_app("unauthed", &server.url, r#"{"startupTimeoutSeconds": 5}"#);
+    let mut policy = fast_policy();
+    policy.auto_restart = false;
+    let supervisor = Supervisor::builder()
+        .policy(policy)
+        .env_lookup(|name| (name == "FIXTURE_TOKEN").then(|| "s3cret".to_owned()))
+        .build();
+    supervisor.load(&apps.discover());
+    wait_state(&supervisor.get("authed").unwrap(), Lifecycle::Running).await;
+    let unauthed = supervisor.get("unauthed").unwrap();
+    wait_state(&unauthed, Lifecycle::Failed).await;
+    let error = unauthed.snapshot().state.last_error.unwrap();
+    assert!(error.contains("401"), "{error}");
+    assert!(!error.contains("s3cret"), "{error}");
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_frozen_app_fails_its_health_checks_and_is_restarted() {
+    let apps = AppsDir::new();
+    apps.stdio_app(
+        "frozen",
+        &bin("fixture-app"),
+        &["stdio"],
+        r#"{"requestTimeoutSeconds": 1}"#,
+    );
+    let mut policy = fast_policy();
+    policy.health_check_interval = Some(Duration::from_millis(200));
+    policy.health_check_failures = 2;
+    let supervisor = Supervisor::builder().policy(policy).build();
+    let mut events = supervisor.subscribe();
+    supervisor.load(&apps.discover());
+    let app = supervisor.get("frozen").unwrap();
+    wait_state(&app, Lifecycle::Running).await;
+    let first_pid = app.snapshot().pid.unwrap();
+    app.call_tool("freeze", None, None).await.unwrap();
+    let failed = next_event(&mut events, |e| {
+        is_lifecycle(e, "frozen", Lifecycle::Failed)
+    })
+    .await;
+    if let SupervisorEvent::Lifecycle { reason, .. } = failed {
+        assert!(
+            reason
+                .unwrap()
+                .contains("health check failed 2 times in a row")
+        );
+    }
+    next_event(&mut events, |e| {
+        is_lifecycle(e, "frozen", Lifecycle::Running)
+    })
+    .await;
+    assert_ne!(app.snapshot().pid.unwrap(), first_pid);
+    assert!(
+        eventually(PATIENCE, || live(&[first_pid]).is_empty()).await,
+        "the frozen process was not killed"
+    );
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_dead_http_server_fails_the_app() {
+    let mut server = HttpApp::start("fixture-app", &[]);
+    let apps = AppsDir::new();
+    apps.http_app("remote", &server.url, "{}");
+    let mut policy = fast_policy();
+    policy.auto_restart = false;
+    let supervisor = supervise(&apps.discover(), policy);
+    let app = supervisor.get("remote").unwrap();
+    wait_state(&app, Lifecycle::Running).await;
+    server.kill();
+    wait_state(&app, Lifecycle::Failed).await;
+    let error = app.snapshot().state.last_error.unwrap();
+    assert!(error.contains("connection"), "{error}");
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn tools_list_changed_re_enumerates() {
+    let apps = AppsDir::new();
+    apps.stdio_app("changing", &bin("fixture-app"), &["stdio"], "{}");
+    let supervisor = Supervisor::builder().policy(fast_policy()).build();
+    let mut events = supervisor.subscribe();
+    supervisor.load(&apps.discover());
+    let app = supervisor.get("changing").unwrap();
+    wait_state(&app, Lifecycle::Running).await;
+    let before = app.descriptors().tools.len();
+    assert!(app.descriptors().tool("added_tool_1").is_none());
+    app.call_tool("notify_tools_changed", None, None)
+        .await
+        .unwrap();
+    next_event(
+        &mut events,
+        |e| matches!(e, SupervisorEvent::ToolsChanged { app_id } if app_id == "changing"),
+    )
+    .await;
+    assert!(app.descriptors().tool("added_tool_1").is_some());
+    assert_eq!(app.descriptors().tools.len(), before + 1);
+    assert_eq!(app.snapshot().state.tool_count, before + 1);
+    let result = app
+        .call_tool(
+            "added_tool_1",
+            Some(json!({"message": "new"}).as_object().unwrap().clone()),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(first_text(&result).contains("new"));
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn reload_applies_the_difference() {
+    let fixture = bin("fixture-app");
+    let apps = AppsDir::new();
+    apps.stdio_app("same", &fixture, &["stdio"], "{}");
+    apps.stdio_app("changed", &fixture, &["stdio"], "{}");
+    apps.stdio_app("removed", &fixture, &["stdio"], "{}");
+    let supervisor = supervise(&apps.discover(), fast_policy());
+    assert!(supervisor.wait_settled(PATIENCE).await);
+    let same_pid = supervisor.get("same").unwrap().snapshot().pid;
+    let changed = supervisor.get("changed").unwrap();
+    let changed_pid = changed.snapshot().pid;
+    let removed_pid = supervisor.get("removed").unwrap().snapshot().pid.unwrap();
+
+    apps.stdio_app("changed", &fixture, &["stdio", "--stderr-noise", "1"], "{}");
+    std::fs::remove_dir_all(apps.path().join("removed")).unwrap();
+    apps.stdio_app("added", &fixture, &["stdio"], "{}");
+    let summary = supervisor.reload(&apps.discover()).await;
+    assert_eq!(summary.added, ["added"]);
+    assert_eq!(summary.removed, ["removed"]);
+    assert_eq!(summary.changed, ["changed"]);
+    assert_eq!(summary.unchanged, ["same"]);
+
+    assert!(supervisor.get("removed").is_none());
+    assert!(eventually(PATIENCE, || live(&[removed_pid]).is_empty()).await);
+    wait_state(&supervisor.get("added").unwrap(), Lifecycle::Running).await;
+    // The changed app keeps its handle and restarts with the new arguments.
+    let mut watch = changed.watch();
+    watch
+        .wait_for(|s| {
+            s.state.lifecycle == Lifecycle::Running && s.pid != changed_pid && s.pid.is_some()
+        })
+        .await
+        .unwrap();
+    assert_eq!(supervisor.get("same").unwrap().snapshot().pid, same_pid);
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn no_child_survives_shutdown_or_a_dropped_supervisor() {
+    let fixture = bin("fixture-app");
+    for drop_without_shutdown in [false, true] {
+        let apps = AppsDir::new();
+        for i in 0..3 {
+            apps.stdio_app(&format!("child{i}"), &fixture, &["stdio"], "{}");
+        }
+        let supervisor = supervise(&apps.discover(), fast_policy());
+        assert!(supervisor.wait_settled(PATIENCE).await);
+        let pids: Vec<u32> = supervisor
+            .list()
+            .iter()
+            .filter_map(|a| a.snapshot().pid)
+            .collect();
+        assert_eq!(pids.len(), 3);
+        assert_eq!(live(&pids).len(), 3);
+        if drop_without_shutdown {
+            drop(supervisor);
+        } else {
+            supervisor.shutdown().await;
+        }
+        // Each child leads its own process group: nothing in those groups may remain.
+        assert!(
+            eventually(PATIENCE, || live_in_groups(&pids).is_empty()).await,
+            "still alive after {}: {:?}",
+            if drop_without_shutdown {
+                "drop"
+            } else {
+                "shutdown"
+            },
+            live_in_groups(&pids)
+        );
+        assert!(live(&pids).is_empty());
+    }
+}
