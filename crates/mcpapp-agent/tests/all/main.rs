@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod offline;
+mod openai;
 mod prompt;
 mod turns;
 
