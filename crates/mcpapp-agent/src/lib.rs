@@ -107,7 +107,11 @@ pub fn model_from_env() -> Result<Arc<dyn ChatModel>, ModelError> {
 pub fn model_from_config(config: Option<OpenAiConfig>) -> Result<Arc<dyn ChatModel>, ModelError> {
     Ok(match config {
         Some(config) => {
-            tracing::info!(model = %config.model, base_url = %config.base_url, "using an OpenAI-compatible model");
+            tracing::info!(
+                model = %config.model,
+                base_url = %openai::redact_url(&config.base_url),
+                "using an OpenAI-compatible model"
+            );
             Arc::new(OpenAiModel::new(config)?)
         }
         None => {

@@ -50,7 +50,7 @@ pub struct OpenAiConfig {
 impl fmt::Debug for OpenAiConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiConfig")
-            .field("base_url", &self.base_url)
+            .field("base_url", &redact_url(&self.base_url))
             .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
             .field("model", &self.model)
             .field("connect_timeout", &self.connect_timeout)
@@ -205,7 +205,7 @@ impl ChatModel for OpenAiModel {
         let api_key = self.config.api_key.clone();
         let model = self.config.model.clone();
         let start = async move {
-            tracing::debug!(%url, %model, "requesting a chat completion");
+            tracing::debug!(url = %redact_url(&url), %model, "requesting a chat completion");
             let mut builder = client
                 .post(&url)
                 .header(reqwest::header::ACCEPT, "text/event-stream")
@@ -262,8 +262,8 @@ impl Redactor {
     }
 }
 
-/// The URL without user information, for messages.
-fn redact_url(url: &str) -> String {
+/// The URL without user information, for messages and logs.
+pub(crate) fn redact_url(url: &str) -> String {
     match reqwest::Url::parse(url) {
         Ok(mut parsed) => {
             let _ = parsed.set_username("");

@@ -516,6 +516,8 @@ fn configuration_comes_from_variables_and_hides_the_key() {
     assert!(debug.contains("[redacted]"), "{debug}");
     let model = OpenAiModel::new(config).unwrap();
     assert!(!format!("{model:?}").contains("sk-very-secret"));
+    let with_user = OpenAiConfig::new("x").with_base_url("http://user:hunter2@127.0.0.1:9/v1");
+    assert!(!format!("{with_user:?}").contains("hunter2"));
 
     // No model means the offline mode; a bad URL is a configuration error.
     assert_eq!(model_from_config(None).unwrap().label(), "offline");

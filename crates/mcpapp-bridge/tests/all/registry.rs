@@ -434,3 +434,54 @@ fn concurrent_registrations_all_land() {
         "{collisions:?}"
     );
 }
+
+/// A log sink shared with a `tracing` subscriber.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+}
+
+#[test]
+fn collisions_are_logged_as_warnings_once() {
+    let sink = Captured::default();
+    let writer = sink.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let registry = ToolRegistry::new();
+        registry
+            .register("mcpapp:a", ToolSource::Native, vec![tool("dup", "a")])
+            .unwrap();
+        assert!(sink.text().is_empty());
+        registry
+            .register("plugin:b", ToolSource::Plugin, vec![tool("dup", "b")])
+            .unwrap();
+        // An unrelated change does not log the same collision again.
+        registry
+            .register("mcpapp:c", ToolSource::Native, vec![tool("other", "c")])
+            .unwrap();
+    });
+    let text = sink.text();
+    assert_eq!(text.matches("WARN").count(), 1, "{text}");
+    assert!(text.contains("tool name collision"), "{text}");
+    assert!(text.contains("'mcpapp:a' keeps it"), "{text}");
+    assert!(text.contains("plugin:b"), "{text}");
+}
