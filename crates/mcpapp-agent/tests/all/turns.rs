@@ -693,3 +693,12 @@ async fn tools_registered_between_turns_are_offered() {
     assert!(requests[0].tools.is_empty());
     assert_eq!(requests[1].tools[0].name, "late_tool");
 }
+
+#[test]
+fn agents_and_streams_can_move_between_tasks() {
+    fn assert_shareable<T: Clone + Send + Sync + 'static>() {}
+    fn assert_stream<T: futures::Stream<Item = AgentEvent> + Send + Unpin + 'static>() {}
+    assert_shareable::<Agent>();
+    assert_shareable::<ToolRegistry>();
+    assert_stream::<mcpapp_agent::TurnStream>();
+}
