@@ -323,3 +323,39 @@ async fn twenty_apps_start_concurrently() {
     );
     supervisor.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_older_negotiated_protocol_is_a_warning() {
+    let apps = AppsDir::new();
+    apps.stdio_app(
+        "future",
+        &bin("fixture-app"),
+        &["stdio"],
+        r#"{"protocolVersion": "2026-07-28"}"#,
+    );
+    apps.stdio_app(
+        "current",
+        &bin("fixture-app"),
+        &["stdio"],
+        r#"{"protocolVersion": "2025-03-26"}"#,
+    );
+    let supervisor = supervise(&apps.discover(), fast_policy());
+    assert!(supervisor.wait_settled(PATIENCE).await);
+    let warnings = supervisor.get("future").unwrap().snapshot().state.warnings;
+    assert_eq!(
+        warnings,
+        [
+            "the server negotiated MCP protocol 2025-11-25, older than the 2026-07-28 its manifest declares"
+        ]
+    );
+    assert!(
+        supervisor
+            .get("current")
+            .unwrap()
+            .snapshot()
+            .state
+            .warnings
+            .is_empty()
+    );
+    supervisor.shutdown().await;
+}
