@@ -1,0 +1,55 @@
+//! `POST /apps/chat`: a chat turn streamed as server-sent events.
+//!
+//! The body is `{message, sessionId?, appEvents?}`; the response is `text/event-stream` with
+//! one `data: <json>` frame per agent event (`session`, `text`, `tool`, `tool_result`,
+//! `error`, `result`, `done`), keep-alive comments while idle, and the turn is cancelled when
+//! the client goes away.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use mcpapp_agent::TurnRequest;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::state::AppState;
+
+/// Interval of keep-alive comments on an idle stream.
+pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+fn bad_request(message: &str) -> Response {
+    (StatusCode::BAD_REQUEST, axum::Json(json!({ "error": message }))).into_response()
+}
+
+pub(crate) async fn chat(State(state): State<AppState>, body: Bytes) -> Response {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return bad_request("the request body is empty: send {\"message\": \"...\"}");
+    }
+    let request: TurnRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(err) => return bad_request(&format!("the request body is not valid JSON: {err}")),
+    };
+    if let Err(err) = request.prompt() {
+        return bad_request(&format!("nothing to say: {err}"));
+    }
+    let cancel = CancellationToken::new();
+    // When the client disconnects, axum drops this stream, the guard with it, and the turn is
+    // cancelled.
+    let guard = cancel.clone().drop_guard();
+    let events = state.parts.agent.run_turn(request, cancel).map(move |event| {
+        let _keep = &guard;
+        let data = serde_json::to_string(&event).unwrap_or_else(|e| {
+            json!({ "type": "error", "error": format!("unserialisable event: {e}") }).to_string()
+        });
+        Ok::<_, Infallible>(Event::default().data(data))
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
+        .into_response()
+}

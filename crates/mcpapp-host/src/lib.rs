@@ -1,0 +1,83 @@
+//! The HTTP face of mcpapp: an axum [`Router`](axum::Router) built by [`router`] from the
+//! supervisor, the tool registry and the agent.
+//!
+//! | Route | What it does |
+//! |---|---|
+//! | `GET /apps/health` | `{"ok","name","mcp","sandbox"}`: the app a browser host should show (`?appId=` picks one) |
+//! | `GET /apps` | every discovered app: lifecycle, errors, counts, restarts, UI, its `mcp` URL |
+//! | `GET /apps/{id}` | one app with its tools, resources, templates, prompts and stderr tail |
+//! | `POST /apps/{id}/start`, `/stop`, `/restart`, `POST /apps/reload` | control |
+//! | `POST /apps/chat` | a chat turn as server-sent events |
+//! | `/apps/mcp/{appId}` | Streamable HTTP MCP for app views, sharing the app's upstream session |
+//! | `/mcp` | one MCP server with every model-visible app tool, for external clients |
+//!
+//! Every route checks `Host` and `Origin` against DNS rebinding, answers CORS for the allowed
+//! origins, requires the bearer token when one is configured, and refuses bodies over the
+//! limit (413). This is the only crate that knows HTTP servers.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use mcpapp_agent::{Agent, AgentConfig, OfflineModel};
+//! use mcpapp_bridge::ToolRegistry;
+//! use mcpapp_host::{HostConfig, HostParts, router};
+//! use mcpapp_supervisor::Supervisor;
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! let supervisor = Supervisor::builder().build();
+//! let registry = ToolRegistry::new();
+//! let agent = Agent::new(registry.clone(), Arc::new(OfflineModel::new()), AgentConfig::default());
+//! let app = router(HostParts::new(supervisor, registry, agent), HostConfig::new(listener.local_addr()?));
+//! axum::serve(listener, app).await?;
+//! # Ok(())
+//! # }
+//! ```
+#![warn(missing_docs)]
+
+mod aggregate;
+mod apps;
+mod chat;
+mod config;
+mod error;
+mod proxy;
+mod security;
+mod state;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+use tower_http::limit::RequestBodyLimitLayer;
+
+pub use config::{DEFAULT_MAX_BODY_BYTES, GatewaySettings, HostConfig};
+pub use security::{ExposureError, check_exposure};
+pub use state::{DiagnosticsFn, HostParts};
+
+/// Builds the router for `parts` under `config`.
+pub fn router(parts: HostParts, config: HostConfig) -> Router {
+    let config = Arc::new(config);
+    let state = state::AppState {
+        parts: parts.clone(),
+        config: config.clone(),
+        sessions: proxy::ProxySessions::default(),
+    };
+    let api = Router::new()
+        .route("/apps/health", get(apps::health))
+        .route("/apps", get(apps::list))
+        .route("/apps/reload", post(apps::reload))
+        .route("/apps/chat", post(chat::chat))
+        .route("/apps/{id}", get(apps::detail))
+        .route("/apps/{id}/{action}", post(apps::control))
+        .route(
+            "/apps/mcp/{app_id}",
+            post(proxy::post).get(proxy::get).delete(proxy::delete),
+        )
+        .with_state(state)
+        .nest_service("/mcp", aggregate::service(parts.registry.clone(), config.max_body_bytes))
+        .layer(RequestBodyLimitLayer::new(config.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(config.clone(), security::authenticate));
+    api.layer(security::cors(&config))
+        .layer(axum::middleware::from_fn_with_state(config, security::guard))
+}

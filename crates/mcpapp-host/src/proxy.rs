@@ -1,0 +1,378 @@
+//! `/apps/mcp/{appId}`: a Streamable HTTP MCP endpoint for browser views whose sessions are
+//! ports on the app's one upstream session.
+//!
+//! Written by hand rather than with rmcp's server, because rmcp's server decodes every message
+//! into its typed model (losing unknown fields) and answers `initialize` itself; here every
+//! message passes through as bytes. `initialize` is answered with the upstream's own
+//! `InitializeResult`; everything else is forwarded (tools, resources, templates, prompts,
+//! completion, subscriptions, ping), `tools/list` raw with app-only tools and no prefix. With
+//! `?sessionId=X`, `tools/call` and `resources/read` carry `_meta.sessionId = X`, the agent's
+//! session id. A view may call only tools whose visibility includes `"app"`.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::stream::{self, StreamExt};
+use mcpapp_manifest::Lifecycle;
+use mcpapp_supervisor::{
+    AppHandle, MessageKind, Port, PortCapabilities, PortError, PortReply, RawMessage, ResponseStream,
+    raw_string,
+};
+use serde::Deserialize;
+use tracing::{debug, info};
+
+use crate::chat::KEEP_ALIVE;
+use crate::state::AppState;
+
+/// The session header of Streamable HTTP.
+pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
+const PROTOCOL_HEADER: &str = "mcp-protocol-version";
+/// Protocol versions a client may name in `MCP-Protocol-Version`.
+const KNOWN_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+/// How long a response may take before the reply switches from JSON to an event stream.
+const JSON_WINDOW: Duration = Duration::from_secs(1);
+/// Sessions unused this long are closed.
+const IDLE_EXPIRY: Duration = Duration::from_secs(30 * 60);
+
+/// One browser session of `/apps/mcp/{appId}`.
+struct ProxySession {
+    app_id: String,
+    port: Port,
+    stream_open: AtomicBool,
+    last_used: Mutex<Instant>,
+}
+
+/// Open browser sessions by `Mcp-Session-Id`.
+#[derive(Clone, Default)]
+pub(crate) struct ProxySessions {
+    sessions: Arc<Mutex<HashMap<String, Arc<ProxySession>>>>,
+}
+
+impl ProxySessions {
+    fn insert(&self, id: String, session: ProxySession) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        // Sweep idle sessions while here; their ports close as they drop.
+        sessions.retain(|_, s| s.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed() < IDLE_EXPIRY);
+        sessions.insert(id, Arc::new(session));
+    }
+
+    fn get(&self, id: &str, app_id: &str) -> Option<Arc<ProxySession>> {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let session = sessions.get(id).filter(|s| s.app_id == app_id).cloned()?;
+        *session.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        Some(session)
+    }
+
+    fn remove(&self, id: &str) -> bool {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+            .is_some()
+    }
+}
+
+/// Query parameters of `/apps/mcp/{appId}`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ProxyQuery {
+    /// The agent session to attribute view calls to (`_meta.sessionId`).
+    session_id: Option<String>,
+}
+
+/// A JSON-RPC error as an HTTP response.
+fn rpc_error(status: StatusCode, id: Option<&serde_json::value::RawValue>, code: i64, message: &str) -> Response {
+    let body = RawMessage::error_response(id, code, message);
+    (
+        status,
+        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        body.into_string(),
+    )
+        .into_response()
+}
+
+fn json_reply(message: RawMessage, session: Option<&str>) -> Response {
+    let mut response = (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        message.into_string(),
+    )
+        .into_response();
+    if let Some(value) = session.and_then(|s| HeaderValue::from_str(s).ok()) {
+        response.headers_mut().insert(SESSION_HEADER, value);
+    }
+    response
+}
+
+fn accepts(headers: &HeaderMap, wanted: &[&str]) -> bool {
+    let accept = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(",")
+        .to_ascii_lowercase();
+    wanted.iter().all(|w| accept.contains(w) || accept.contains("*/*"))
+}
+
+fn session_id(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+fn find_app(state: &AppState, app_id: &str) -> Result<AppHandle, Response> {
+    state.parts.supervisor.get(app_id).ok_or_else(|| {
+        rpc_error(
+            StatusCode::NOT_FOUND,
+            None,
+            -32001,
+            &format!("there is no app '{app_id}' on this gateway"),
+        )
+    })
+}
+
+fn not_running(app: &AppHandle, id: Option<&serde_json::value::RawValue>) -> Option<Response> {
+    let state = app.snapshot().state.lifecycle;
+    (state != Lifecycle::Running).then(|| {
+        rpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            id,
+            -32002,
+            &format!("app '{}' is not running (it is {state})", app.id()),
+        )
+    })
+}
+
+/// The capabilities a client declared in its `initialize`.
+fn declared_capabilities(message: &RawMessage) -> PortCapabilities {
+    let has = |name: &str| {
+        message
+            .get_path(&["params", "capabilities", name])
+            .is_some_and(|v| v.get() != "null")
+    };
+    PortCapabilities {
+        elicitation: has("elicitation"),
+        sampling: has("sampling"),
+        roots: has("roots"),
+    }
+}
+
+/// `POST /apps/mcp/{appId}`.
+pub(crate) async fn post(
+    State(state): State<AppState>,
+    Path(app_id): Path<String>,
+    Query(query): Query<ProxyQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let app = match find_app(&state, &app_id) {
+        Ok(app) => app,
+        Err(response) => return response,
+    };
+    if !accepts(&headers, &["application/json", "text/event-stream"]) {
+        return rpc_error(
+            StatusCode::NOT_ACCEPTABLE,
+            None,
+            -32600,
+            "the Accept header must list application/json and text/event-stream",
+        );
+    }
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if !content_type.starts_with("application/json") {
+        return rpc_error(StatusCode::UNSUPPORTED_MEDIA_TYPE, None, -32600, "the body must be application/json");
+    }
+    let text = String::from_utf8_lossy(&body).into_owned();
+    let mut message = match RawMessage::parse(text) {
+        Ok(message) => message,
+        Err(err) => return rpc_error(StatusCode::BAD_REQUEST, None, -32700, &err.to_string()),
+    };
+    let id = message.id().map(ToOwned::to_owned);
+
+    if message.kind() == MessageKind::Request && message.method().as_deref() == Some("initialize") {
+        if let Some(response) = not_running(&app, id.as_deref()) {
+            return response;
+        }
+        let port = match app.open_port(declared_capabilities(&message)).await {
+            Ok(port) => port,
+            Err(err) => return rpc_error(StatusCode::SERVICE_UNAVAILABLE, id.as_deref(), -32002, &err.to_string()),
+        };
+        let reply = port.send(message).await;
+        let session = uuid::Uuid::new_v4().simple().to_string();
+        return match reply {
+            Ok(PortReply::Response(response)) => {
+                info!(app = %app_id, port = port.id(), "a browser session started");
+                state.sessions.insert(
+                    session.clone(),
+                    ProxySession {
+                        app_id: app_id.clone(),
+                        port,
+                        stream_open: AtomicBool::new(false),
+                        last_used: Mutex::new(Instant::now()),
+                    },
+                );
+                json_reply(response, Some(&session))
+            }
+            Ok(_) => rpc_error(StatusCode::INTERNAL_SERVER_ERROR, id.as_deref(), -32603, "initialize was not answered"),
+            Err(err) => rpc_error(StatusCode::SERVICE_UNAVAILABLE, id.as_deref(), -32002, &err.to_string()),
+        };
+    }
+
+    let Some(session_key) = session_id(&headers) else {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            id.as_deref(),
+            -32600,
+            "missing Mcp-Session-Id: send initialize first",
+        );
+    };
+    if let Some(version) = headers.get(PROTOCOL_HEADER).and_then(|v| v.to_str().ok())
+        && !KNOWN_VERSIONS.contains(&version)
+    {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            id.as_deref(),
+            -32600,
+            &format!("unsupported MCP-Protocol-Version '{version}'"),
+        );
+    }
+    if let Some(response) = not_running(&app, id.as_deref()) {
+        return response;
+    }
+    let Some(session) = state.sessions.get(&session_key, &app_id) else {
+        return rpc_error(
+            StatusCode::NOT_FOUND,
+            id.as_deref(),
+            -32001,
+            "unknown or expired session: send initialize again",
+        );
+    };
+
+    if message.kind() == MessageKind::Request {
+        let method = message.method().unwrap_or_default();
+        if method == "tools/call" && state.config.enforce_app_visibility {
+            let name = message
+                .get_path(&["params", "name"])
+                .and_then(|n| serde_json::from_str::<String>(n.get()).ok())
+                .unwrap_or_default();
+            if let Some(tool) = app.descriptors().tool(&name)
+                && !tool.visibility.app
+            {
+                debug!(app = %app_id, tool = %name, "refused a view's call of a tool that is not visible to apps");
+                let why = if tool.visibility.malformed {
+                    "its visibility metadata is malformed".to_owned()
+                } else {
+                    "its visibility does not include \"app\"".to_owned()
+                };
+                return json_reply(
+                    RawMessage::error_response(
+                        id.as_deref(),
+                        -32602,
+                        &format!("tool '{name}' cannot be called from an app view: {why}"),
+                    ),
+                    None,
+                );
+            }
+        }
+        if let Some(agent_session) = query.session_id.as_deref().filter(|s| !s.is_empty())
+            && matches!(method.as_str(), "tools/call" | "resources/read")
+            && let Err(err) = message.set_path(&["params", "_meta", "sessionId"], &raw_string(agent_session))
+        {
+            return rpc_error(StatusCode::BAD_REQUEST, id.as_deref(), -32602, &err.to_string());
+        }
+    }
+
+    match session.port.send(message).await {
+        Ok(PortReply::Accepted) => StatusCode::ACCEPTED.into_response(),
+        Ok(PortReply::Response(response)) => json_reply(response, None),
+        Ok(PortReply::Stream(stream)) => stream_reply(stream).await,
+        Err(PortError::SessionGone) => {
+            state.sessions.remove(&session_key);
+            rpc_error(
+                StatusCode::NOT_FOUND,
+                id.as_deref(),
+                -32001,
+                "the app restarted and this session ended: send initialize again",
+            )
+        }
+        Err(err) => rpc_error(StatusCode::BAD_REQUEST, id.as_deref(), -32600, &err.to_string()),
+    }
+}
+
+/// Replies with JSON when the response comes quickly and alone; otherwise with an event
+/// stream that carries progress, server requests and finally the response.
+async fn stream_reply(mut stream: ResponseStream) -> Response {
+    let first = match tokio::time::timeout(JSON_WINDOW, stream.next()).await {
+        Ok(Some(message)) if message.is_response() => return json_reply(message, None),
+        Ok(Some(message)) => Some(message),
+        Ok(None) => {
+            return rpc_error(StatusCode::BAD_GATEWAY, None, -32603, "the app closed the request without an answer");
+        }
+        Err(_) => None,
+    };
+    let rest = stream::unfold(stream, |mut stream| async move {
+        stream.next().await.map(|message| (message, stream))
+    });
+    let events = stream::iter(first)
+        .chain(rest)
+        .map(|message| Ok::<_, Infallible>(Event::default().data(message.into_string())));
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response()
+}
+
+/// `GET /apps/mcp/{appId}`: the session's stream of server notifications.
+pub(crate) async fn get(State(state): State<AppState>, Path(app_id): Path<String>, headers: HeaderMap) -> Response {
+    if let Err(response) = find_app(&state, &app_id) {
+        return response;
+    }
+    if !accepts(&headers, &["text/event-stream"]) {
+        return rpc_error(StatusCode::NOT_ACCEPTABLE, None, -32600, "the Accept header must list text/event-stream");
+    }
+    let Some(session_key) = session_id(&headers) else {
+        return rpc_error(StatusCode::BAD_REQUEST, None, -32600, "missing Mcp-Session-Id");
+    };
+    let Some(session) = state.sessions.get(&session_key, &app_id) else {
+        return rpc_error(StatusCode::NOT_FOUND, None, -32001, "unknown or expired session");
+    };
+    if session.stream_open.swap(true, Ordering::SeqCst) {
+        return rpc_error(StatusCode::CONFLICT, None, -32600, "this session already has an open event stream");
+    }
+    let Some(notifications) = session.port.take_notifications() else {
+        return rpc_error(StatusCode::CONFLICT, None, -32600, "this session already has an open event stream");
+    };
+    let events = tokio_stream::wrappers::ReceiverStream::new(notifications)
+        .map(|message| Ok::<_, Infallible>(Event::default().data(message.into_string())));
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response()
+}
+
+/// `DELETE /apps/mcp/{appId}`: ends the session; its in-flight requests are cancelled.
+pub(crate) async fn delete(State(state): State<AppState>, Path(app_id): Path<String>, headers: HeaderMap) -> Response {
+    if let Err(response) = find_app(&state, &app_id) {
+        return response;
+    }
+    let Some(session_key) = session_id(&headers) else {
+        return rpc_error(StatusCode::BAD_REQUEST, None, -32600, "missing Mcp-Session-Id");
+    };
+    if state.sessions.get(&session_key, &app_id).is_some() && state.sessions.remove(&session_key) {
+        info!(app = %app_id, "a browser session ended");
+        StatusCode::OK.into_response()
+    } else {
+        rpc_error(StatusCode::NOT_FOUND, None, -32001, "unknown or expired session")
+    }
+}

@@ -1,0 +1,72 @@
+//! The shared state behind every route.
+
+use std::sync::Arc;
+
+use mcpapp_agent::Agent;
+use mcpapp_bridge::ToolRegistry;
+use mcpapp_discovery::Discovery;
+use mcpapp_supervisor::Supervisor;
+use serde_json::Value;
+
+use crate::config::HostConfig;
+use crate::proxy::ProxySessions;
+
+/// Produces extra diagnostics to show in `GET /apps` (for example tool-name collisions).
+pub type DiagnosticsFn = Arc<dyn Fn() -> Vec<Value> + Send + Sync>;
+
+/// The parts the host serves.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct HostParts {
+    /// The running apps.
+    pub supervisor: Supervisor,
+    /// The agent's tool registry (what `/mcp` serves).
+    pub registry: ToolRegistry,
+    /// The chat agent behind `/apps/chat`.
+    pub agent: Agent,
+    /// Discovery to run again on `POST /apps/reload`; without it reload is refused.
+    pub discovery: Option<Discovery>,
+    /// Extra diagnostics for `GET /apps`.
+    pub diagnostics: Option<DiagnosticsFn>,
+}
+
+impl std::fmt::Debug for HostParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostParts").finish_non_exhaustive()
+    }
+}
+
+impl HostParts {
+    /// The parts, without reload or extra diagnostics.
+    pub fn new(supervisor: Supervisor, registry: ToolRegistry, agent: Agent) -> Self {
+        Self {
+            supervisor,
+            registry,
+            agent,
+            discovery: None,
+            diagnostics: None,
+        }
+    }
+
+    /// Enables `POST /apps/reload` with this discovery.
+    #[must_use]
+    pub fn with_discovery(mut self, discovery: Discovery) -> Self {
+        self.discovery = Some(discovery);
+        self
+    }
+
+    /// Adds a source of diagnostics for `GET /apps`.
+    #[must_use]
+    pub fn with_diagnostics(mut self, diagnostics: DiagnosticsFn) -> Self {
+        self.diagnostics = Some(diagnostics);
+        self
+    }
+}
+
+/// What every handler gets.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub(crate) parts: HostParts,
+    pub(crate) config: Arc<HostConfig>,
+    pub(crate) sessions: ProxySessions,
+}
