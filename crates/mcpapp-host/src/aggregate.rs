@@ -8,14 +8,15 @@
 use std::sync::Arc;
 
 use mcpapp_bridge::{ToolContext, ToolRegistry};
+use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::ServerHandler;
 use tracing::{Instrument, debug};
 
 /// The MCP server of one `/mcp` session.
@@ -26,9 +27,19 @@ struct AggregateServer {
 
 impl ServerHandler for AggregateServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
-            .with_server_info(Implementation::new("mcpapp-gateway", env!("CARGO_PKG_VERSION")))
-            .with_instructions("Tools of the MCP Apps this gateway runs, each named with its app's prefix.")
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "mcpapp-gateway",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(
+            "Tools of the MCP Apps this gateway runs, each named with its app's prefix.",
+        )
     }
 
     async fn list_tools(
@@ -45,7 +56,11 @@ impl ServerHandler for AggregateServer {
                     serde_json::Value::Object(object) => object.clone(),
                     _ => serde_json::Map::new(),
                 };
-                Tool::new(entry.name.clone(), entry.tool.description().to_owned(), Arc::new(schema))
+                Tool::new(
+                    entry.name.clone(),
+                    entry.tool.description().to_owned(),
+                    Arc::new(schema),
+                )
             })
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
@@ -57,11 +72,15 @@ impl ServerHandler for AggregateServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(entry) = self.registry.resolve(&request.name) else {
-            return Err(ErrorData::invalid_params(format!("unknown tool '{}'", request.name), None));
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool '{}'", request.name),
+                None,
+            ));
         };
-        let arguments = request
-            .arguments
-            .map_or_else(|| "{}".to_owned(), |args| serde_json::Value::Object(args).to_string());
+        let arguments = request.arguments.map_or_else(
+            || "{}".to_owned(),
+            |args| serde_json::Value::Object(args).to_string(),
+        );
         let session_id = context
             .meta
             .get("sessionId")
@@ -84,7 +103,7 @@ impl ServerHandler for AggregateServer {
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         // Tell this client whenever the tool set changes, until it goes away.
         let mut changes = self.registry.subscribe();
-        let peer = context.peer.clone();
+        let peer = context.peer;
         tokio::spawn(
             async move {
                 while changes.changed().await.is_ok() {
@@ -100,13 +119,20 @@ impl ServerHandler for AggregateServer {
 }
 
 /// The tower service behind `/mcp`.
-pub(crate) fn service(registry: ToolRegistry, max_body_bytes: usize) -> StreamableHttpService<impl ServerHandler + Clone, LocalSessionManager> {
+pub(crate) fn service(
+    registry: ToolRegistry,
+    max_body_bytes: usize,
+) -> StreamableHttpService<impl ServerHandler + Clone, LocalSessionManager> {
     let config = StreamableHttpServerConfig::default()
         // Host and Origin are checked by the gateway's own middleware for every route.
         .disable_allowed_hosts()
         .with_max_request_body_bytes(max_body_bytes);
     StreamableHttpService::new(
-        move || Ok(AggregateServer { registry: registry.clone() }),
+        move || {
+            Ok(AggregateServer {
+                registry: registry.clone(),
+            })
+        },
         LocalSessionManager::default().into(),
         config,
     )

@@ -81,12 +81,20 @@ pub(crate) struct AppSummary {
     mcp: Option<String>,
 }
 
-fn summary_of(state: &InstallState, snapshot: Option<(&AppSnapshot, &Descriptors)>, base: &str) -> AppSummary {
+fn summary_of(
+    state: &InstallState,
+    snapshot: Option<(&AppSnapshot, &Descriptors)>,
+    base: &str,
+) -> AppSummary {
     let manifest = &state.manifest;
     let id = manifest.id.clone().filter(|id| !id.is_empty());
-    let ui_tool_uri = snapshot.and_then(|(_, d)| d.tools.iter().find_map(|t| t.ui_resource_uri.clone()));
+    let ui_tool_uri =
+        snapshot.and_then(|(_, d)| d.tools.iter().find_map(|t| t.ui_resource_uri.clone()));
     AppSummary {
-        mcp: id.as_deref().filter(|_| snapshot.is_some()).map(|id| mcp_url(base, id)),
+        mcp: id
+            .as_deref()
+            .filter(|_| snapshot.is_some())
+            .map(|id| mcp_url(base, id)),
         id,
         name: manifest.display_name().to_owned(),
         version: manifest.version.clone(),
@@ -140,7 +148,12 @@ pub(crate) async fn list(State(state): State<AppState>, headers: HeaderMap) -> J
             .iter()
             .map(|s| summary_of(s, None, &base)),
     );
-    let diagnostics = state.parts.diagnostics.as_ref().map(|f| f()).unwrap_or_default();
+    let diagnostics = state
+        .parts
+        .diagnostics
+        .as_ref()
+        .map(|f| f())
+        .unwrap_or_default();
     Json(json!({ "apps": apps, "diagnostics": diagnostics }))
 }
 
@@ -161,7 +174,10 @@ pub(crate) async fn detail(
     let handle = find(&state, &id)?;
     let base = base_url(&headers, &state);
     let descriptors = handle.descriptors();
-    let prefix = handle.spec().map(|s| s.tool_name_prefix).unwrap_or_default();
+    let prefix = handle
+        .spec()
+        .map(|s| s.tool_name_prefix)
+        .unwrap_or_default();
     let registration = format!("mcpapp:{id}");
     let tools: Vec<Value> = descriptors
         .tools
@@ -215,17 +231,19 @@ pub(crate) async fn control(
     result.map_err(|e| ApiError::Conflict(e.to_string()))?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({ "ok": true, "id": id, "action": action, "lifecycle": handle.snapshot().state.lifecycle })),
+        Json(
+            json!({ "ok": true, "id": id, "action": action, "lifecycle": handle.snapshot().state.lifecycle }),
+        ),
     ))
 }
 
 /// `POST /apps/reload`: discovers again and applies the difference.
 pub(crate) async fn reload(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let discovery = state
-        .parts
-        .discovery
-        .clone()
-        .ok_or_else(|| ApiError::Unavailable("reload is not available: the gateway was started without discovery".into()))?;
+    let discovery = state.parts.discovery.clone().ok_or_else(|| {
+        ApiError::Unavailable(
+            "reload is not available: the gateway was started without discovery".into(),
+        )
+    })?;
     let report = tokio::task::spawn_blocking(move || discovery.scan())
         .await
         .map_err(|e| ApiError::Unavailable(format!("discovery failed: {e}")))?;
@@ -253,7 +271,11 @@ pub(crate) async fn health(
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     let base = base_url(&headers, &state);
-    let sandbox = state.config.sandbox_origin.as_ref().map(|o| format!("{o}/sandbox.html"));
+    let sandbox = state
+        .config
+        .sandbox_origin
+        .as_ref()
+        .map(|o| format!("{o}/sandbox.html"));
     let running = |h: &AppHandle| h.snapshot().state.lifecycle == Lifecycle::Running;
     let picked = match query.app_id.filter(|id| !id.is_empty()) {
         Some(id) => Some(find(&state, &id)?),

@@ -24,7 +24,11 @@ use crate::state::AppState;
 pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 fn bad_request(message: &str) -> Response {
-    (StatusCode::BAD_REQUEST, axum::Json(json!({ "error": message }))).into_response()
+    (
+        StatusCode::BAD_REQUEST,
+        axum::Json(json!({ "error": message })),
+    )
+        .into_response()
 }
 
 pub(crate) async fn chat(State(state): State<AppState>, body: Bytes) -> Response {
@@ -42,13 +46,18 @@ pub(crate) async fn chat(State(state): State<AppState>, body: Bytes) -> Response
     // When the client disconnects, axum drops this stream, the guard with it, and the turn is
     // cancelled.
     let guard = cancel.clone().drop_guard();
-    let events = state.parts.agent.run_turn(request, cancel).map(move |event| {
-        let _keep = &guard;
-        let data = serde_json::to_string(&event).unwrap_or_else(|e| {
-            json!({ "type": "error", "error": format!("unserialisable event: {e}") }).to_string()
+    let events = state
+        .parts
+        .agent
+        .run_turn(request, cancel)
+        .map(move |event| {
+            let _keep = &guard;
+            let data = serde_json::to_string(&event).unwrap_or_else(|e| {
+                json!({ "type": "error", "error": format!("unserialisable event: {e}") })
+                    .to_string()
+            });
+            Ok::<_, Infallible>(Event::default().data(data))
         });
-        Ok::<_, Infallible>(Event::default().data(data))
-    });
     Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
         .into_response()

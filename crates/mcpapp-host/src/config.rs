@@ -81,11 +81,17 @@ impl HostConfig {
     /// Applies a configuration section over the defaults.
     #[must_use]
     pub fn with_settings(mut self, settings: &GatewaySettings) -> Self {
-        if let Some(token) = settings.auth_token.as_deref().filter(|t| !t.trim().is_empty()) {
+        if let Some(token) = settings
+            .auth_token
+            .as_deref()
+            .filter(|t| !t.trim().is_empty())
+        {
             self.auth_token = Some(token.to_owned());
         }
-        self.allowed_origins.extend(settings.allowed_origins.iter().cloned());
-        self.allowed_hosts.extend(settings.allowed_hosts.iter().cloned());
+        self.allowed_origins
+            .extend(settings.allowed_origins.iter().cloned());
+        self.allowed_hosts
+            .extend(settings.allowed_hosts.iter().cloned());
         if let Some(bytes) = settings.max_body_bytes {
             self.max_body_bytes = bytes;
         }

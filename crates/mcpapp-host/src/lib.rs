@@ -56,10 +56,12 @@ pub use security::{ExposureError, check_exposure};
 pub use state::{DiagnosticsFn, HostParts};
 
 /// Builds the router for `parts` under `config`.
+#[allow(clippy::needless_pass_by_value)] // Taken by value: the router owns them from now on.
 pub fn router(parts: HostParts, config: HostConfig) -> Router {
     let config = Arc::new(config);
+    let registry = parts.registry.clone();
     let state = state::AppState {
-        parts: parts.clone(),
+        parts,
         config: config.clone(),
         sessions: proxy::ProxySessions::default(),
     };
@@ -75,9 +77,15 @@ pub fn router(parts: HostParts, config: HostConfig) -> Router {
             post(proxy::post).get(proxy::get).delete(proxy::delete),
         )
         .with_state(state)
-        .nest_service("/mcp", aggregate::service(parts.registry.clone(), config.max_body_bytes))
+        .nest_service("/mcp", aggregate::service(registry, config.max_body_bytes))
         .layer(RequestBodyLimitLayer::new(config.max_body_bytes))
-        .layer(axum::middleware::from_fn_with_state(config.clone(), security::authenticate));
+        .layer(axum::middleware::from_fn_with_state(
+            config.clone(),
+            security::authenticate,
+        ));
     api.layer(security::cors(&config))
-        .layer(axum::middleware::from_fn_with_state(config, security::guard))
+        .layer(axum::middleware::from_fn_with_state(
+            config,
+            security::guard,
+        ))
 }

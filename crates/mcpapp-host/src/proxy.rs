@@ -23,8 +23,8 @@ use axum::response::{IntoResponse, Response};
 use futures::stream::{self, StreamExt};
 use mcpapp_manifest::Lifecycle;
 use mcpapp_supervisor::{
-    AppHandle, MessageKind, Port, PortCapabilities, PortError, PortReply, RawMessage, ResponseStream,
-    raw_string,
+    AppHandle, MessageKind, Port, PortCapabilities, PortError, PortReply, RawMessage,
+    ResponseStream, raw_string,
 };
 use serde::Deserialize;
 use tracing::{debug, info};
@@ -60,7 +60,13 @@ impl ProxySessions {
     fn insert(&self, id: String, session: ProxySession) {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         // Sweep idle sessions while here; their ports close as they drop.
-        sessions.retain(|_, s| s.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed() < IDLE_EXPIRY);
+        sessions.retain(|_, s| {
+            s.last_used
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .elapsed()
+                < IDLE_EXPIRY
+        });
         sessions.insert(id, Arc::new(session));
     }
 
@@ -89,11 +95,19 @@ pub(crate) struct ProxyQuery {
 }
 
 /// A JSON-RPC error as an HTTP response.
-fn rpc_error(status: StatusCode, id: Option<&serde_json::value::RawValue>, code: i64, message: &str) -> Response {
+fn rpc_error(
+    status: StatusCode,
+    id: Option<&serde_json::value::RawValue>,
+    code: i64,
+    message: &str,
+) -> Response {
     let body = RawMessage::error_response(id, code, message);
     (
         status,
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
         body.into_string(),
     )
         .into_response()
@@ -102,7 +116,10 @@ fn rpc_error(status: StatusCode, id: Option<&serde_json::value::RawValue>, code:
 fn json_reply(message: RawMessage, session: Option<&str>) -> Response {
     let mut response = (
         StatusCode::OK,
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
         message.into_string(),
     )
         .into_response();
@@ -120,7 +137,9 @@ fn accepts(headers: &HeaderMap, wanted: &[&str]) -> bool {
         .collect::<Vec<_>>()
         .join(",")
         .to_ascii_lowercase();
-    wanted.iter().all(|w| accept.contains(w) || accept.contains("*/*"))
+    wanted
+        .iter()
+        .all(|w| accept.contains(w) || accept.contains("*/*"))
 }
 
 fn session_id(headers: &HeaderMap) -> Option<String> {
@@ -130,14 +149,14 @@ fn session_id(headers: &HeaderMap) -> Option<String> {
         .map(str::to_owned)
 }
 
-fn find_app(state: &AppState, app_id: &str) -> Result<AppHandle, Response> {
+fn find_app(state: &AppState, app_id: &str) -> Result<AppHandle, Box<Response>> {
     state.parts.supervisor.get(app_id).ok_or_else(|| {
-        rpc_error(
+        Box::new(rpc_error(
             StatusCode::NOT_FOUND,
             None,
             -32001,
             &format!("there is no app '{app_id}' on this gateway"),
-        )
+        ))
     })
 }
 
@@ -177,7 +196,7 @@ pub(crate) async fn post(
 ) -> Response {
     let app = match find_app(&state, &app_id) {
         Ok(app) => app,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     if !accepts(&headers, &["application/json", "text/event-stream"]) {
         return rpc_error(
@@ -193,7 +212,12 @@ pub(crate) async fn post(
         .unwrap_or_default()
         .to_ascii_lowercase();
     if !content_type.starts_with("application/json") {
-        return rpc_error(StatusCode::UNSUPPORTED_MEDIA_TYPE, None, -32600, "the body must be application/json");
+        return rpc_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            None,
+            -32600,
+            "the body must be application/json",
+        );
     }
     let text = String::from_utf8_lossy(&body).into_owned();
     let mut message = match RawMessage::parse(text) {
@@ -208,7 +232,14 @@ pub(crate) async fn post(
         }
         let port = match app.open_port(declared_capabilities(&message)).await {
             Ok(port) => port,
-            Err(err) => return rpc_error(StatusCode::SERVICE_UNAVAILABLE, id.as_deref(), -32002, &err.to_string()),
+            Err(err) => {
+                return rpc_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    id.as_deref(),
+                    -32002,
+                    &err.to_string(),
+                );
+            }
         };
         let reply = port.send(message).await;
         let session = uuid::Uuid::new_v4().simple().to_string();
@@ -226,8 +257,18 @@ pub(crate) async fn post(
                 );
                 json_reply(response, Some(&session))
             }
-            Ok(_) => rpc_error(StatusCode::INTERNAL_SERVER_ERROR, id.as_deref(), -32603, "initialize was not answered"),
-            Err(err) => rpc_error(StatusCode::SERVICE_UNAVAILABLE, id.as_deref(), -32002, &err.to_string()),
+            Ok(_) => rpc_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                id.as_deref(),
+                -32603,
+                "initialize was not answered",
+            ),
+            Err(err) => rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                id.as_deref(),
+                -32002,
+                &err.to_string(),
+            ),
         };
     }
 
@@ -289,9 +330,17 @@ pub(crate) async fn post(
         }
         if let Some(agent_session) = query.session_id.as_deref().filter(|s| !s.is_empty())
             && matches!(method.as_str(), "tools/call" | "resources/read")
-            && let Err(err) = message.set_path(&["params", "_meta", "sessionId"], &raw_string(agent_session))
+            && let Err(err) = message.set_path(
+                &["params", "_meta", "sessionId"],
+                &raw_string(agent_session),
+            )
         {
-            return rpc_error(StatusCode::BAD_REQUEST, id.as_deref(), -32602, &err.to_string());
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                id.as_deref(),
+                -32602,
+                &err.to_string(),
+            );
         }
     }
 
@@ -308,7 +357,12 @@ pub(crate) async fn post(
                 "the app restarted and this session ended: send initialize again",
             )
         }
-        Err(err) => rpc_error(StatusCode::BAD_REQUEST, id.as_deref(), -32600, &err.to_string()),
+        Err(err) => rpc_error(
+            StatusCode::BAD_REQUEST,
+            id.as_deref(),
+            -32600,
+            &err.to_string(),
+        ),
     }
 }
 
@@ -319,7 +373,12 @@ async fn stream_reply(mut stream: ResponseStream) -> Response {
         Ok(Some(message)) if message.is_response() => return json_reply(message, None),
         Ok(Some(message)) => Some(message),
         Ok(None) => {
-            return rpc_error(StatusCode::BAD_GATEWAY, None, -32603, "the app closed the request without an answer");
+            return rpc_error(
+                StatusCode::BAD_GATEWAY,
+                None,
+                -32603,
+                "the app closed the request without an answer",
+            );
         }
         Err(_) => None,
     };
@@ -335,24 +394,53 @@ async fn stream_reply(mut stream: ResponseStream) -> Response {
 }
 
 /// `GET /apps/mcp/{appId}`: the session's stream of server notifications.
-pub(crate) async fn get(State(state): State<AppState>, Path(app_id): Path<String>, headers: HeaderMap) -> Response {
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    Path(app_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
     if let Err(response) = find_app(&state, &app_id) {
-        return response;
+        return *response;
     }
     if !accepts(&headers, &["text/event-stream"]) {
-        return rpc_error(StatusCode::NOT_ACCEPTABLE, None, -32600, "the Accept header must list text/event-stream");
+        return rpc_error(
+            StatusCode::NOT_ACCEPTABLE,
+            None,
+            -32600,
+            "the Accept header must list text/event-stream",
+        );
     }
     let Some(session_key) = session_id(&headers) else {
-        return rpc_error(StatusCode::BAD_REQUEST, None, -32600, "missing Mcp-Session-Id");
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            None,
+            -32600,
+            "missing Mcp-Session-Id",
+        );
     };
     let Some(session) = state.sessions.get(&session_key, &app_id) else {
-        return rpc_error(StatusCode::NOT_FOUND, None, -32001, "unknown or expired session");
+        return rpc_error(
+            StatusCode::NOT_FOUND,
+            None,
+            -32001,
+            "unknown or expired session",
+        );
     };
     if session.stream_open.swap(true, Ordering::SeqCst) {
-        return rpc_error(StatusCode::CONFLICT, None, -32600, "this session already has an open event stream");
+        return rpc_error(
+            StatusCode::CONFLICT,
+            None,
+            -32600,
+            "this session already has an open event stream",
+        );
     }
     let Some(notifications) = session.port.take_notifications() else {
-        return rpc_error(StatusCode::CONFLICT, None, -32600, "this session already has an open event stream");
+        return rpc_error(
+            StatusCode::CONFLICT,
+            None,
+            -32600,
+            "this session already has an open event stream",
+        );
     };
     let events = tokio_stream::wrappers::ReceiverStream::new(notifications)
         .map(|message| Ok::<_, Infallible>(Event::default().data(message.into_string())));
@@ -362,17 +450,31 @@ pub(crate) async fn get(State(state): State<AppState>, Path(app_id): Path<String
 }
 
 /// `DELETE /apps/mcp/{appId}`: ends the session; its in-flight requests are cancelled.
-pub(crate) async fn delete(State(state): State<AppState>, Path(app_id): Path<String>, headers: HeaderMap) -> Response {
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    Path(app_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
     if let Err(response) = find_app(&state, &app_id) {
-        return response;
+        return *response;
     }
     let Some(session_key) = session_id(&headers) else {
-        return rpc_error(StatusCode::BAD_REQUEST, None, -32600, "missing Mcp-Session-Id");
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            None,
+            -32600,
+            "missing Mcp-Session-Id",
+        );
     };
     if state.sessions.get(&session_key, &app_id).is_some() && state.sessions.remove(&session_key) {
         info!(app = %app_id, "a browser session ended");
         StatusCode::OK.into_response()
     } else {
-        rpc_error(StatusCode::NOT_FOUND, None, -32001, "unknown or expired session")
+        rpc_error(
+            StatusCode::NOT_FOUND,
+            None,
+            -32001,
+            "unknown or expired session",
+        )
     }
 }

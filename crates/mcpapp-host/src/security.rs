@@ -31,8 +31,13 @@ pub enum ExposureError {
 ///
 /// # Errors
 /// [`ExposureError::RemoteWithoutToken`].
-pub fn check_exposure(addr: SocketAddr, token: Option<&str>, allow_remote_without_token: bool) -> Result<(), ExposureError> {
-    if addr.ip().is_loopback() || token.is_some_and(|t| !t.is_empty()) || allow_remote_without_token {
+pub fn check_exposure(
+    addr: SocketAddr,
+    token: Option<&str>,
+    allow_remote_without_token: bool,
+) -> Result<(), ExposureError> {
+    if addr.ip().is_loopback() || token.is_some_and(|t| !t.is_empty()) || allow_remote_without_token
+    {
         Ok(())
     } else {
         Err(ExposureError::RemoteWithoutToken { addr })
@@ -53,12 +58,20 @@ pub(crate) fn allowed_origins(config: &HostConfig) -> Vec<String> {
 }
 
 fn forbidden(message: &str) -> Response {
-    (StatusCode::FORBIDDEN, axum::Json(json!({ "error": message }))).into_response()
+    (
+        StatusCode::FORBIDDEN,
+        axum::Json(json!({ "error": message })),
+    )
+        .into_response()
 }
 
 /// Checks `Host` (without a token, only loopback names and configured hosts) and `Origin`
 /// (only allowed origins) before anything else runs.
-pub(crate) async fn guard(State(config): State<Arc<HostConfig>>, request: Request, next: Next) -> Response {
+pub(crate) async fn guard(
+    State(config): State<Arc<HostConfig>>,
+    request: Request,
+    next: Next,
+) -> Response {
     if config.auth_token.is_none() {
         let host = request
             .headers()
@@ -67,14 +80,24 @@ pub(crate) async fn guard(State(config): State<Arc<HostConfig>>, request: Reques
             .unwrap_or_default();
         let name = host_name(host);
         let loopback = matches!(name.as_str(), "localhost" | "127.0.0.1" | "::1");
-        let listed = config.allowed_hosts.iter().any(|h| h.eq_ignore_ascii_case(&name));
-        let bound = !config.local_addr.ip().is_unspecified() && config.local_addr.ip().to_string() == name;
+        let listed = config
+            .allowed_hosts
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(&name));
+        let bound =
+            !config.local_addr.ip().is_unspecified() && config.local_addr.ip().to_string() == name;
         if !(loopback || listed || bound) {
-            return forbidden(&format!("host '{host}' is not allowed (DNS rebinding protection)"));
+            return forbidden(&format!(
+                "host '{host}' is not allowed (DNS rebinding protection)"
+            ));
         }
     }
     if let Some(origin) = request.headers().get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or_default().trim_end_matches('/').to_ascii_lowercase();
+        let origin = origin
+            .to_str()
+            .unwrap_or_default()
+            .trim_end_matches('/')
+            .to_ascii_lowercase();
         if !allowed_origins(&config).contains(&origin) {
             return forbidden(&format!("origin '{origin}' is not allowed"));
         }
@@ -89,14 +112,22 @@ fn host_name(host: &str) -> String {
         rest.split(']').next().unwrap_or_default()
     } else {
         host.rsplit_once(':').map_or(host, |(name, port)| {
-            if port.chars().all(|c| c.is_ascii_digit()) { name } else { host }
+            if port.chars().all(|c| c.is_ascii_digit()) {
+                name
+            } else {
+                host
+            }
         })
     };
     name.to_ascii_lowercase()
 }
 
 /// Requires `Authorization: Bearer <token>` when a token is configured.
-pub(crate) async fn authenticate(State(config): State<Arc<HostConfig>>, request: Request, next: Next) -> Response {
+pub(crate) async fn authenticate(
+    State(config): State<Arc<HostConfig>>,
+    request: Request,
+    next: Next,
+) -> Response {
     if let Some(token) = &config.auth_token {
         let presented = request
             .headers()

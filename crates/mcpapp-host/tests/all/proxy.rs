@@ -1,0 +1,447 @@
+//! `/apps/mcp/{appId}`: raw pass-through onto the app's shared session.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use mcpapp_manifest::Lifecycle;
+use mcpapp_testkit::{AppsDir, HttpApp, bin};
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, ElicitRequestParams, ElicitResult, ElicitationAction};
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::{Value, json};
+
+use crate::{Gateway, PATIENCE};
+
+/// A minimal hand-written Streamable HTTP client session.
+struct Session {
+    client: reqwest::Client,
+    url: String,
+    id: String,
+}
+
+impl Session {
+    async fn open(gateway: &Gateway, app: &str, query: &str) -> Self {
+        let client = reqwest::Client::new();
+        let url = format!("{}/apps/mcp/{app}{query}", gateway.url);
+        let response = client
+            .post(&url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .body(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let id = response.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let init: Value = response.json().await.unwrap();
+        assert!(init["result"]["serverInfo"]["name"].is_string(), "{init}");
+        Self { client, url, id }
+    }
+
+    /// POSTs one message and returns the status and every JSON message of the reply.
+    async fn post(&self, body: Value) -> (u16, Vec<Value>) {
+        let response = self
+            .client
+            .post(&self.url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("Mcp-Session-Id", &self.id)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let sse = response
+            .headers()
+            .get("content-type")
+            .is_some_and(|v| v.to_str().unwrap().starts_with("text/event-stream"));
+        let text = response.text().await.unwrap();
+        let messages = if sse {
+            text.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| serde_json::from_str(d.trim()).unwrap())
+                .collect()
+        } else if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![serde_json::from_str(&text).unwrap()]
+        };
+        (status, messages)
+    }
+
+    async fn raw_post(&self, body: Value) -> String {
+        self.client
+            .post(&self.url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("Mcp-Session-Id", &self.id)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+}
+
+fn call(id: u64, name: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+}
+
+#[tokio::test]
+async fn tools_list_is_raw_with_app_only_tools_vendor_fields_and_no_prefix() {
+    let apps = AppsDir::new();
+    apps.stdio_app(
+        "fx",
+        &bin("fixture-app"),
+        &["stdio"],
+        r#"{"toolNamePrefix": "inventory."}"#,
+    );
+    let gateway = Gateway::start(apps, |_| {}).await;
+    let session = Session::open(&gateway, "fx", "").await;
+    let text = session
+        .raw_post(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await;
+    assert!(text.contains(r#""x-vendor":{"fixture":true}"#), "{text}");
+    assert!(text.contains(r#""x-fixture-page":1"#));
+    let list: Value = serde_json::from_str(&text).unwrap();
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"app_only_tool") && names.contains(&"echo_session"),
+        "{names:?}"
+    );
+    assert!(names.iter().all(|n| !n.starts_with("inventory.")));
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn session_id_from_the_query_reaches_the_app() {
+    let apps = AppsDir::new();
+    apps.stdio_app("fx", &bin("fixture-app"), &["stdio"], "{}");
+    let gateway = Gateway::start(apps, |_| {}).await;
+    let session = Session::open(&gateway, "fx", "?sessionId=abc123").await;
+    let (status, replies) = session.post(call(2, "echo_session", json!({}))).await;
+    assert_eq!(status, 200);
+    assert_eq!(replies[0]["id"], 2);
+    assert_eq!(
+        replies[0]["result"]["structuredContent"]["sessionId"],
+        "abc123"
+    );
+    assert_ne!(replies[0]["result"]["isError"], true);
+    // A client's own _meta.sessionId is replaced by the query's.
+    let (_, replies) = session
+        .post(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                     "params": {"name": "echo_session", "arguments": {}, "_meta": {"sessionId": "forged"}}}))
+        .await;
+    assert_eq!(
+        replies[0]["result"]["structuredContent"]["sessionId"],
+        "abc123"
+    );
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn model_only_tools_are_refused_to_views() {
+    let apps = AppsDir::new();
+    apps.stdio_app("fx", &bin("fixture-app"), &["stdio"], "{}");
+    let gateway = Gateway::start(apps, |_| {}).await;
+    let session = Session::open(&gateway, "fx", "").await;
+    for tool in ["model_only_tool", "malformed_visibility_tool"] {
+        let (status, replies) = session.post(call(4, tool, json!({}))).await;
+        assert_eq!(status, 200);
+        assert_eq!(replies[0]["error"]["code"], -32602, "{tool}: {replies:?}");
+        assert!(
+            replies[0]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("cannot be called from an app view")
+        );
+    }
+    let (_, replies) = session.post(call(5, "app_only_tool", json!({}))).await;
+    assert_eq!(
+        replies[0]["result"]["content"][0]["text"],
+        "called:app_only_tool"
+    );
+    gateway.shutdown().await;
+
+    // Switched off, the check lets everything through.
+    let apps = AppsDir::new();
+    apps.stdio_app("fx", &bin("fixture-app"), &["stdio"], "{}");
+    let gateway = Gateway::start(apps, |c| c.enforce_app_visibility = false).await;
+    let session = Session::open(&gateway, "fx", "").await;
+    let (_, replies) = session.post(call(6, "model_only_tool", json!({}))).await;
+    assert_eq!(
+        replies[0]["result"]["content"][0]["text"],
+        "called:model_only_tool"
+    );
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn unknown_apps_get_404_and_stopped_apps_503() {
+    let apps = AppsDir::new();
+    apps.stdio_app("fx", &bin("fixture-app"), &["stdio"], "{}");
+    let gateway = Gateway::start(apps, |_| {}).await;
+    let client = reqwest::Client::new();
+    let initialize = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let send = |app: &str| {
+        client
+            .post(format!("{}/apps/mcp/{app}", gateway.url))
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .body(initialize)
+            .send()
+    };
+    let response = send("nonexistent").await.unwrap();
+    assert_eq!(response.status(), 404);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["jsonrpc"], "2.0");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no app 'nonexistent'")
+    );
+    // The gateway is still fine.
+    assert_eq!(send("fx").await.unwrap().status(), 200);
+
+    let app = gateway.supervisor.get("fx").unwrap();
+    app.stop().unwrap();
+    let mut watch = app.watch();
+    watch
+        .wait_for(|s| s.state.lifecycle == Lifecycle::Stopped)
+        .await
+        .unwrap();
+    let response = send("fx").await.unwrap();
+    assert_eq!(response.status(), 503);
+    let body: Value = response.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Stopped"),
+        "{body}"
+    );
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn protocol_errors_have_the_right_statuses() {
+    let apps = AppsDir::new();
+    apps.stdio_app("fx", &bin("fixture-app"), &["stdio"], "{}");
+    let gateway = Gateway::start(apps, |_| {}).await;
+    let client = reqwest::Client::new();
+    let url = format!("{}/apps/mcp/fx", gateway.url);
+    let status = |r: reqwest::Response| r.status().as_u16();
+    let wrong_accept = client
+        .post(&url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(wrong_accept), 406);
+    let wrong_type = client
+        .post(&url)
+        .header("Content-Type", "text/plain")
+        .header("Accept", "application/json, text/event-stream")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(wrong_type), 415);
+    let batch = client
+        .post(&url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body("[]")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(batch), 400);
+    let no_session = client
+        .post(&url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(no_session), 400);
+    let session = Session::open(&gateway, "fx", "").await;
+    // One GET stream per session; DELETE ends the session.
+    let get = || {
+        client
+            .get(&url)
+            .header("Accept", "text/event-stream")
+            .header("Mcp-Session-Id", &session.id)
+            .send()
+    };
+    let first = get().await.unwrap();
+    assert_eq!(first.status(), 200);
+    assert_eq!(get().await.unwrap().status(), 409);
+    let deleted = client
+        .delete(&url)
+        .header("Mcp-Session-Id", &session.id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 200);
+    let (status, _) = session
+        .post(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await;
+    assert_eq!(status, 404);
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn resources_updated_arrives_on_the_browser_get_stream() {
+    for http in [false, true] {
+        let server = http.then(|| HttpApp::start("grocery-inventory", &[]));
+        let apps = AppsDir::new();
+        match &server {
+            Some(server) => apps.http_app("grocery", &server.url, "{}"),
+            None => apps.stdio_app("grocery", &bin("grocery-inventory"), &["stdio"], "{}"),
+        };
+        let gateway = Gateway::start(apps, |_| {}).await;
+        let session = Session::open(&gateway, "grocery", "").await;
+        let stream = session
+            .client
+            .get(&session.url)
+            .header("Accept", "text/event-stream")
+            .header("Mcp-Session-Id", &session.id)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stream.status(), 200);
+        let mut body = stream.bytes_stream();
+        // The agent's call (not the browser's) changes stock; the browser hears of it.
+        gateway
+            .supervisor
+            .get("grocery")
+            .unwrap()
+            .call_tool(
+                "adjust_stock",
+                Some(
+                    json!({"storeId": 1, "productId": 2, "delta": 1})
+                        .as_object()
+                        .unwrap()
+                        .clone(),
+                ),
+                None,
+            )
+            .await
+            .unwrap();
+        let mut seen = String::new();
+        let found = tokio::time::timeout(PATIENCE, async {
+            while let Some(chunk) = body.next().await {
+                seen.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+                if seen.contains("notifications/resources/updated") {
+                    return true;
+                }
+            }
+            false
+        })
+        .await
+        .unwrap();
+        assert!(found, "{seen}");
+        assert!(seen.contains("inventory://"), "{seen}");
+        gateway.shutdown().await;
+    }
+}
+
+/// A client that accepts every elicitation with a fixed answer.
+#[derive(Clone)]
+struct Accepting;
+
+impl rmcp::ClientHandler for Accepting {
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        let mut result = ElicitResult::new(ElicitationAction::Accept);
+        result.content = Some(json!({"name": "Grace", "agree": true}));
+        Ok(result)
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let capabilities = rmcp::model::ClientCapabilities::builder()
+            .enable_elicitation()
+            .build();
+        rmcp::model::ClientConfig::new(
+            capabilities,
+            rmcp::model::Implementation::new("browser", "1"),
+        )
+        .with_protocol_version(rmcp::model::ProtocolVersion::V_2025_11_25)
+    }
+}
+
+#[tokio::test]
+async fn rmcp_clients_work_through_the_proxy_including_elicitation() {
+    for http in [false, true] {
+        let server = http.then(|| HttpApp::start("fixture-app", &[]));
+        let apps = AppsDir::new();
+        match &server {
+            Some(server) => apps.http_app("fx", &server.url, "{}"),
+            None => apps.stdio_app("fx", &bin("fixture-app"), &["stdio"], "{}"),
+        };
+        let gateway = Gateway::start(apps, |_| {}).await;
+        let transport =
+            StreamableHttpClientTransport::from_uri(format!("{}/apps/mcp/fx", gateway.url));
+        let client = Accepting.serve(transport).await.unwrap();
+        let info = client.peer_info().unwrap();
+        assert_eq!(info.server_info.as_ref().unwrap().name, "fixture-app");
+        let tools = client.list_all_tools().await.unwrap();
+        assert!(tools.iter().any(|t| t.name == "app_only_tool"));
+        let echo = client
+            .call_tool(
+                CallToolRequestParams::new("echo")
+                    .with_arguments(json!({"message": "hi"}).as_object().unwrap().clone()),
+            )
+            .await
+            .unwrap();
+        assert_eq!(echo.structured_content.unwrap()["message"], "hi");
+        let answer = tokio::time::timeout(
+            PATIENCE,
+            client.call_tool(
+                CallToolRequestParams::new("elicit")
+                    .with_arguments(json!({"message": "name?"}).as_object().unwrap().clone()),
+            ),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        let text = answer.content[0].as_text().unwrap().text.clone();
+        assert!(
+            text.starts_with("accepted:") && text.contains("Grace"),
+            "{text}"
+        );
+        client.cancel().await.unwrap();
+        gateway.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn slow_answers_switch_to_an_event_stream() {
+    let apps = AppsDir::new();
+    apps.stdio_app("fx", &bin("fixture-app"), &["stdio"], "{}");
+    let gateway = Gateway::start(apps, |_| {}).await;
+    let session = Session::open(&gateway, "fx", "").await;
+    let started = std::time::Instant::now();
+    let (status, replies) = session.post(call(9, "slow", json!({"ms": 1500}))).await;
+    assert_eq!(status, 200);
+    assert_eq!(replies.last().unwrap()["id"], 9);
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+    gateway.shutdown().await;
+}
