@@ -5,6 +5,8 @@
 //! - `codegen [--check]`: regenerates the committed JSON Schemas under `docs/schema/`; with
 //!   `--check`, fails when they are stale instead.
 //! - `ci`: the cargo steps of `.ci/run` (format check, clippy, tests), in the same order.
+//! - `demo [--smoke]`: builds and starts the test apps and the gateway and tours it; with
+//!   `--smoke`, checks the tour and exits (CI runs this).
 //! - `bench [ARGS]`: runs the criterion benchmarks (release build); extra arguments go to
 //!   the benchmark binaries (e.g. a name filter).
 
@@ -14,6 +16,8 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 
 mod codegen;
+mod demo;
+mod http;
 mod tidy;
 mod util;
 
@@ -24,6 +28,7 @@ tasks:
   codegen [--check]   regenerate docs/schema/*.json (or check they are current)
   ci                  run the cargo steps of .ci/run: fmt check, clippy, tests
   bench [ARGS]        run the criterion benchmarks (ARGS go to the bench binaries)
+  demo [--smoke]      build and start the test apps and the gateway, then tour it
 ";
 
 fn main() -> ExitCode {
@@ -50,6 +55,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         "codegen" => codegen::run(&root, rest),
         "ci" => ci(&root, rest),
         "bench" => bench(&root, rest),
+        "demo" => demo::run(&root, rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())

@@ -24,6 +24,19 @@ pub(crate) enum Command {
     Validate(ValidateArgs),
     /// Print the JSON Schema of the manifest or of the McpApps configuration section.
     Schema(SchemaArgs),
+    /// Discover and run apps, and serve the host endpoints until SIGINT or SIGTERM.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    pub(crate) config: ConfigArgs,
+
+    /// Address to listen on (default: Gateway.Bind, else 127.0.0.1:8787); port 0 picks a
+    /// free port. The chosen address is printed as `listening on http://ADDR`.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) bind: Option<String>,
 }
 
 /// Where configuration comes from, shared by commands that discover apps.

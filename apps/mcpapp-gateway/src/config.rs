@@ -1,6 +1,7 @@
 //! Loading the gateway's configuration from the command line and an optional file.
 
 use mcpapp_discovery::{ConfigError, ConfigFile, Diagnostic, Discovery};
+use mcpapp_host::GatewaySettings;
 use mcpapp_manifest::McpAppsConfig;
 
 use crate::cli::ConfigArgs;
@@ -12,6 +13,8 @@ pub(crate) struct Loaded {
     pub(crate) discovery: Discovery,
     /// What was noticed while reading the configuration.
     pub(crate) diagnostics: Vec<Diagnostic>,
+    /// The `Gateway` section (defaults without a file).
+    pub(crate) gateway: GatewaySettings,
 }
 
 /// Reads `--config` (if any), applies `--path`s, and builds the discovery.
@@ -21,19 +24,26 @@ pub(crate) struct Loaded {
 /// `Enabled: false`, and says so in a diagnostic when the key is missing.
 pub(crate) fn load(args: &ConfigArgs) -> Result<Loaded, ConfigError> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
-    let (builder, diagnostics) = match &args.config {
+    let (builder, diagnostics, gateway) = match &args.config {
         Some(path) => {
             let file = ConfigFile::read(path)?;
             let section = file.mcp_apps()?;
+            let gateway = file.section::<GatewaySettings>("Gateway")?;
             let builder = Discovery::builder(section.value).config_file(&file);
-            (builder, section.diagnostics)
+            let mut diagnostics = section.diagnostics;
+            diagnostics.extend(gateway.diagnostics);
+            (builder, diagnostics, gateway.value)
         }
         None => {
             let config = McpAppsConfig {
                 enabled: true,
                 ..McpAppsConfig::default()
             };
-            (Discovery::builder(config).base_dir(&cwd), Vec::new())
+            (
+                Discovery::builder(config).base_dir(&cwd),
+                Vec::new(),
+                GatewaySettings::default(),
+            )
         }
     };
     let builder = if args.paths.is_empty() {
@@ -44,5 +54,6 @@ pub(crate) fn load(args: &ConfigArgs) -> Result<Loaded, ConfigError> {
     Ok(Loaded {
         discovery: builder.build()?,
         diagnostics,
+        gateway,
     })
 }

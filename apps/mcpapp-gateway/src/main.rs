@@ -17,13 +17,20 @@ fn main() -> ExitCode {
     commands::run(cli.command)
 }
 
-/// Logs go to stderr (stdout carries command output); `RUST_LOG` overrides the level.
+/// Logs go to stderr (stdout carries command output); `RUST_LOG` overrides the level. `serve`
+/// logs what it does by default; the one-shot commands only warnings.
 fn install_tracing(cli: &cli::Cli) {
-    let default = cli.log_level.as_deref().unwrap_or("warn");
+    let quiet = if matches!(cli.command, cli::Command::Serve(_)) {
+        "info,rmcp=warn,tower_http=warn"
+    } else {
+        "warn"
+    };
+    let default = cli.log_level.as_deref().unwrap_or(quiet);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }

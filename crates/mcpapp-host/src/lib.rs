@@ -55,6 +55,40 @@ pub use config::{DEFAULT_MAX_BODY_BYTES, GatewaySettings, HostConfig};
 pub use security::{ExposureError, check_exposure};
 pub use state::{DiagnosticsFn, HostParts};
 
+/// Serves `app` on `listener` until `shutdown` resolves; connections still open then (event
+/// streams stay open until their clients leave) get `drain` to finish before they are cut.
+///
+/// # Errors
+/// The listener's I/O error, if accepting fails for good.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    drain: std::time::Duration,
+) -> std::io::Result<()> {
+    let (stop_tx, mut stopped) = tokio::sync::watch::channel(false);
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    });
+    let mut server = tokio::spawn(async move { server.await });
+    tokio::select! {
+        result = &mut server => return result.unwrap_or(Ok(())),
+        () = shutdown => {}
+    }
+    let _ = stop_tx.send(true);
+    match tokio::time::timeout(drain, &mut server).await {
+        Ok(result) => result.unwrap_or(Ok(())),
+        Err(_) => {
+            tracing::warn!(
+                "connections still open after {} s; closing them",
+                drain.as_secs()
+            );
+            server.abort();
+            Ok(())
+        }
+    }
+}
+
 /// Builds the router for `parts` under `config`.
 #[allow(clippy::needless_pass_by_value)] // Taken by value: the router owns them from now on.
 pub fn router(parts: HostParts, config: HostConfig) -> Router {

@@ -6,6 +6,7 @@ use crate::cli::Command;
 
 mod discover;
 mod schema;
+mod serve;
 mod validate;
 
 /// Exit code for a configuration that cannot be used at all.
@@ -16,6 +17,7 @@ pub(crate) fn run(command: Command) -> ExitCode {
         Command::Discover(args) => discover::run(&args),
         Command::Validate(args) => Ok(validate::run(&args)),
         Command::Schema(args) => Ok(schema::run(&args)),
+        Command::Serve(args) => serve::run(&args),
     };
     result.unwrap_or_else(|err| {
         eprintln!("error: {err:#}");

@@ -1,0 +1,115 @@
+//! `mcpapp-gateway serve`: discover, run and supervise apps, and serve the host endpoints
+//! until SIGINT or SIGTERM, then stop every app.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use mcpapp_agent::{Agent, AgentConfig};
+use mcpapp_bridge::ToolRegistry;
+use mcpapp_host::{HostConfig, HostParts, check_exposure, router};
+use mcpapp_supervisor::Supervisor;
+use tracing::{info, warn};
+
+use crate::cli::ServeArgs;
+
+/// Address used when neither `--bind` nor `Gateway.Bind` says otherwise.
+const DEFAULT_BIND: &str = "127.0.0.1:8787";
+/// How long open connections (event streams) may delay shutdown after a signal.
+const DRAIN: Duration = Duration::from_secs(5);
+
+pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let loaded = crate::config::load(&args.config)?;
+    for diagnostic in &loaded.diagnostics {
+        warn!("{diagnostic}");
+    }
+    let settings = loaded.gateway;
+    let bind = args
+        .bind
+        .clone()
+        .or_else(|| settings.bind.clone())
+        .unwrap_or_else(|| DEFAULT_BIND.to_owned());
+    let addr: SocketAddr = bind
+        .parse()
+        .with_context(|| format!("'{bind}' is not an address such as 127.0.0.1:8787"))?;
+    let token = std::env::var("MCPAPP_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+        .or_else(|| settings.auth_token.clone().filter(|t| !t.trim().is_empty()));
+    check_exposure(
+        addr,
+        token.as_deref(),
+        settings.allow_remote_without_token.unwrap_or(false),
+    )?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
+
+    let discovery = loaded.discovery.clone();
+    let report = tokio::task::spawn_blocking(move || discovery.scan()).await?;
+    for diagnostic in &report.diagnostics {
+        if diagnostic.severity > mcpapp_manifest::Severity::Info {
+            warn!("{diagnostic}");
+        }
+    }
+    let supervisor = Supervisor::builder()
+        .config(loaded.discovery.config())
+        .build();
+    let registry = ToolRegistry::new();
+    let model = mcpapp_agent::model_from_env()?;
+    info!(model = model.label(), "chat model");
+    let agent = Agent::new(registry.clone(), model, AgentConfig::default());
+    let mut config = HostConfig::new(local).with_settings(&settings);
+    config.auth_token = token;
+    let parts =
+        HostParts::new(supervisor.clone(), registry, agent).with_discovery(loaded.discovery);
+    let app = router(parts, config);
+
+    // Apps start in the background; the endpoints answer at once.
+    supervisor.load(&report);
+    println!("listening on http://{local}");
+    info!("mcpapp gateway listening on http://{local}");
+
+    mcpapp_host::serve(
+        listener,
+        app,
+        async {
+            shutdown_signal().await;
+            info!("shutting down");
+        },
+        DRAIN,
+    )
+    .await?;
+    supervisor.shutdown().await;
+    info!("stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}
