@@ -146,6 +146,10 @@ pub enum AgentEvent {
         text: String,
         /// Whether the call failed.
         is_error: bool,
+        /// The tool's structured result, when it has one: for a tool with a UI this is what
+        /// the view renders (it is kept out of the model's text).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        structured_content: Option<Value>,
     },
     /// The turn failed.
     Error {
@@ -615,6 +619,7 @@ async fn call_tool(
             id: event_id,
             text: output.text.clone(),
             is_error: output.is_error,
+            structured_content: output.structured.clone(),
         })
         .await;
     Ok(output)

@@ -40,10 +40,12 @@ mod aggregate;
 mod apps;
 mod chat;
 mod config;
+mod csp;
 mod error;
 mod proxy;
 mod security;
 mod state;
+mod views;
 
 use std::sync::Arc;
 
@@ -52,6 +54,7 @@ use axum::routing::{get, post};
 use tower_http::limit::RequestBodyLimitLayer;
 
 pub use config::{DEFAULT_MAX_BODY_BYTES, GatewaySettings, HostConfig};
+pub use csp::{ViewPolicy, sanitize_origin, view_policy};
 pub use security::{ExposureError, check_exposure};
 pub use state::{DiagnosticsFn, HostParts};
 
@@ -89,37 +92,84 @@ pub async fn serve(
     }
 }
 
-/// Builds the router for `parts` under `config`.
-#[allow(clippy::needless_pass_by_value)] // Taken by value: the router owns them from now on.
-pub fn router(parts: HostParts, config: HostConfig) -> Router {
-    let config = Arc::new(config);
-    let registry = parts.registry.clone();
-    let state = state::AppState {
-        parts,
-        config: config.clone(),
-        sessions: proxy::ProxySessions::default(),
-    };
-    let api = Router::new()
-        .route("/apps/health", get(apps::health))
-        .route("/apps", get(apps::list))
-        .route("/apps/reload", post(apps::reload))
-        .route("/apps/chat", post(chat::chat))
-        .route("/apps/{id}", get(apps::detail))
-        .route("/apps/{id}/{action}", post(apps::control))
-        .route(
-            "/apps/mcp/{app_id}",
-            post(proxy::post).get(proxy::get).delete(proxy::delete),
+/// The gateway's HTTP side: the main router and the sandbox router, sharing state.
+#[derive(Clone)]
+pub struct Host {
+    state: state::AppState,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host").finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// Prepares the routes for `parts` under `config`.
+    #[allow(clippy::needless_pass_by_value)] // Taken by value: the host owns them from now on.
+    pub fn new(parts: HostParts, config: HostConfig) -> Self {
+        Self {
+            state: state::AppState {
+                parts,
+                config: Arc::new(config),
+                sessions: proxy::ProxySessions::default(),
+                views: views::ViewStore::default(),
+            },
+        }
+    }
+
+    /// The main router: the host page, the JSON routes, the per-app proxy and `/mcp`.
+    pub fn router(&self) -> Router {
+        let config = self.state.config.clone();
+        let registry = self.state.parts.registry.clone();
+        let api = Router::new()
+            .route("/apps/health", get(apps::health))
+            .route("/apps", get(apps::list))
+            .route("/apps/reload", post(apps::reload))
+            .route("/apps/chat", post(chat::chat))
+            .route("/apps/{id}", get(apps::detail))
+            .route("/apps/{id}/views", post(views::prepare))
+            .route("/apps/{id}/{action}", post(apps::control))
+            .route(
+                "/apps/mcp/{app_id}",
+                post(proxy::post).get(proxy::get).delete(proxy::delete),
+            )
+            .with_state(self.state.clone())
+            .nest_service("/mcp", aggregate::service(registry, config.max_body_bytes))
+            .layer(RequestBodyLimitLayer::new(config.max_body_bytes))
+            .layer(axum::middleware::from_fn_with_state(
+                config.clone(),
+                security::authenticate,
+            ));
+        // The page and its assets are public: they hold no data, and the page asks for the
+        // token when the gateway needs one.
+        let assets = Router::new()
+            .route("/", get(views::page))
+            .route("/assets/{file}", get(views::asset));
+        api.merge(assets).layer(security::cors(&config)).layer(
+            axum::middleware::from_fn_with_state(config, security::guard),
         )
-        .with_state(state)
-        .nest_service("/mcp", aggregate::service(registry, config.max_body_bytes))
-        .layer(RequestBodyLimitLayer::new(config.max_body_bytes))
-        .layer(axum::middleware::from_fn_with_state(
-            config.clone(),
-            security::authenticate,
-        ));
-    api.layer(security::cors(&config))
-        .layer(axum::middleware::from_fn_with_state(
-            config,
-            security::guard,
-        ))
+    }
+
+    /// The sandbox router, for the second listener (a different origin): only
+    /// `/sandbox.html?view=TOKEN`, with the view's CSP as a header.
+    pub fn sandbox_router(&self) -> Router {
+        let mut config = (*self.state.config).clone();
+        // The sandbox is framed by the host page, never called with its token or from other
+        // origins; only the Host check applies.
+        config.auth_token = None;
+        config.allowed_origins.clear();
+        Router::new()
+            .route("/sandbox.html", get(views::sandbox))
+            .with_state(self.state.views.clone())
+            .layer(axum::middleware::from_fn_with_state(
+                Arc::new(config),
+                security::guard_host,
+            ))
+    }
+}
+
+/// Builds the main router for `parts` under `config` (without a sandbox listener).
+pub fn router(parts: HostParts, config: HostConfig) -> Router {
+    Host::new(parts, config).router()
 }

@@ -105,6 +105,31 @@ pub(crate) async fn guard(
     next.run(request).await
 }
 
+/// Checks only `Host` (for the sandbox listener, whose pages are framed cross-origin).
+pub(crate) async fn guard_host(
+    State(config): State<Arc<HostConfig>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
+    let name = host_name(host);
+    let loopback = matches!(name.as_str(), "localhost" | "127.0.0.1" | "::1");
+    let listed = config
+        .allowed_hosts
+        .iter()
+        .any(|h| h.eq_ignore_ascii_case(&name));
+    if !(loopback || listed) {
+        return forbidden(&format!(
+            "host '{host}' is not allowed (DNS rebinding protection)"
+        ));
+    }
+    next.run(request).await
+}
+
 /// The host name of a `Host` header value, without port or brackets, in lower case.
 fn host_name(host: &str) -> String {
     let host = host.trim();

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::config::HostConfig;
 use crate::proxy::ProxySessions;
+use crate::views::ViewStore;
 
 /// Produces extra diagnostics to show in `GET /apps` (for example tool-name collisions).
 pub type DiagnosticsFn = Arc<dyn Fn() -> Vec<Value> + Send + Sync>;
@@ -69,4 +70,5 @@ pub(crate) struct AppState {
     pub(crate) parts: HostParts,
     pub(crate) config: Arc<HostConfig>,
     pub(crate) sessions: ProxySessions,
+    pub(crate) views: ViewStore,
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use mcpapp_agent::{Agent, AgentConfig};
 use mcpapp_bridge::ToolRegistry;
-use mcpapp_host::{HostConfig, HostParts, check_exposure, router};
+use mcpapp_host::{Host, HostConfig, HostParts, check_exposure};
 use mcpapp_supervisor::Supervisor;
 use tracing::{info, warn};
 
@@ -51,6 +51,17 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
+    // The sandbox for app views needs its own origin: a second listener on the same host.
+    let sandbox_bind = match &settings.sandbox_bind {
+        Some(bind) => bind
+            .parse::<SocketAddr>()
+            .with_context(|| format!("Gateway.SandboxBind '{bind}' is not an address"))?,
+        None => SocketAddr::new(local.ip(), 0),
+    };
+    let sandbox_listener = tokio::net::TcpListener::bind(sandbox_bind)
+        .await
+        .with_context(|| format!("cannot listen on {sandbox_bind} for the sandbox"))?;
+    let sandbox_local = sandbox_listener.local_addr()?;
 
     let discovery = loaded.discovery.clone();
     let report = tokio::task::spawn_blocking(move || discovery.scan()).await?;
@@ -68,14 +79,23 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let agent = Agent::new(registry.clone(), model, AgentConfig::default());
     let mut config = HostConfig::new(local).with_settings(&settings);
     config.auth_token = token;
+    config.sandbox_origin = Some(format!("http://{sandbox_local}"));
     let parts =
         HostParts::new(supervisor.clone(), registry, agent).with_discovery(loaded.discovery);
-    let app = router(parts, config);
+    let host = Host::new(parts, config);
+    let app = host.router();
+    let sandbox = host.sandbox_router();
 
     // Apps start in the background; the endpoints answer at once.
     supervisor.load(&report);
     println!("listening on http://{local}");
-    info!("mcpapp gateway listening on http://{local}");
+    println!("sandbox on http://{sandbox_local}");
+    info!(
+        "mcpapp gateway listening on http://{local} (open http://{local}/ in a browser); app views are sandboxed on http://{sandbox_local}"
+    );
+    let sandbox_server = tokio::spawn(async move {
+        mcpapp_host::serve(sandbox_listener, sandbox, std::future::pending(), DRAIN).await
+    });
 
     mcpapp_host::serve(
         listener,
@@ -87,6 +107,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         DRAIN,
     )
     .await?;
+    sandbox_server.abort();
     supervisor.shutdown().await;
     info!("stopped");
     Ok(ExitCode::SUCCESS)

@@ -49,6 +49,7 @@ async fn call_with_json_runs_the_tool_and_summarises_its_result() {
         id: result_id,
         text,
         is_error,
+        ..
     } = &events[2]
     else {
         panic!("{events:?}")

@@ -216,6 +216,7 @@ async fn a_tool_call_then_a_final_answer_over_real_http() {
         id: result_id,
         text,
         is_error,
+        ..
     } = &events[2]
     else {
         panic!("{events:?}")

@@ -125,8 +125,18 @@ fn events_serialise_to_the_chat_wire_shapes() {
                 id: "t1".into(),
                 text: "Error: no".into(),
                 is_error: true,
+                structured_content: None,
             },
             json!({"type": "tool_result", "id": "t1", "text": "Error: no", "isError": true}),
+        ),
+        (
+            AgentEvent::ToolResult {
+                id: "t2".into(),
+                text: "ok".into(),
+                is_error: false,
+                structured_content: Some(json!({"stores": []})),
+            },
+            json!({"type": "tool_result", "id": "t2", "text": "ok", "isError": false, "structuredContent": {"stores": []}}),
         ),
         (
             AgentEvent::Error {

@@ -34,7 +34,10 @@ async fn health_names_the_ui_app_and_its_proxy_url() {
     assert_eq!(body["ok"], true);
     assert_eq!(body["name"], "grocery");
     assert_eq!(body["mcp"], format!("{}/apps/mcp/grocery", gateway.url));
-    assert_eq!(body["sandbox"], serde_json::Value::Null);
+    assert_eq!(
+        body["sandbox"],
+        format!("{}/sandbox.html", gateway.sandbox_url)
+    );
 
     let (_, picked) = gateway.get_json("/apps/health?appId=plain").await;
     assert_eq!(picked["name"], "plain");
@@ -50,7 +53,7 @@ async fn health_without_running_apps_says_so() {
     let (_, body) = gateway.get_json("/apps/health").await;
     assert_eq!(
         body,
-        json!({"ok": false, "name": "mcpapp", "mcp": null, "sandbox": null})
+        json!({"ok": false, "name": "mcpapp", "mcp": null, "sandbox": format!("{}/sandbox.html", gateway.sandbox_url)})
     );
     gateway.shutdown().await;
 }

@@ -8,6 +8,7 @@ mod apps;
 mod chat;
 mod proxy;
 mod security;
+mod views;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use std::time::Duration;
 use mcpapp_agent::{Agent, AgentConfig, ChatModel, OfflineModel};
 use mcpapp_bridge::ToolRegistry;
 use mcpapp_discovery::Discovery;
-use mcpapp_host::{HostConfig, HostParts, router};
+use mcpapp_host::{Host, HostConfig, HostParts};
 use mcpapp_manifest::McpAppsConfig;
 use mcpapp_supervisor::{SupervisionPolicy, Supervisor};
 use mcpapp_testkit::AppsDir;
@@ -26,15 +27,18 @@ pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
 /// A gateway serving on a free loopback port.
 pub(crate) struct Gateway {
     pub(crate) url: String,
+    pub(crate) sandbox_url: String,
     pub(crate) supervisor: Supervisor,
     pub(crate) registry: ToolRegistry,
     pub(crate) apps: AppsDir,
     server: tokio::task::JoinHandle<()>,
+    sandbox_server: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for Gateway {
     fn drop(&mut self) {
         self.server.abort();
+        self.sandbox_server.abort();
     }
 }
 
@@ -76,20 +80,30 @@ impl Gateway {
         let agent = Agent::new(registry.clone(), model, AgentConfig::default());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let sandbox_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let sandbox_addr = sandbox_listener.local_addr().unwrap();
         let mut host_config = HostConfig::new(addr);
+        host_config.sandbox_origin = Some(format!("http://{sandbox_addr}"));
         tweak(&mut host_config);
         let parts =
             HostParts::new(supervisor.clone(), registry.clone(), agent).with_discovery(discovery);
-        let app = router(parts, host_config);
+        let host = Host::new(parts, host_config);
+        let app = host.router();
+        let sandbox = host.sandbox_router();
         let server = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
+        let sandbox_server = tokio::spawn(async move {
+            axum::serve(sandbox_listener, sandbox).await.unwrap();
+        });
         Self {
             url: format!("http://{addr}"),
+            sandbox_url: format!("http://{sandbox_addr}"),
             supervisor,
             registry,
             apps,
             server,
+            sandbox_server,
         }
     }
 

@@ -1,0 +1,2 @@
+// mcpapp host page script (the full page arrives with issue 7).
+"use strict";

@@ -1,0 +1,212 @@
+//! App views in the browser: the host page's static files, `POST /apps/{id}/views` (which
+//! prepares a sandbox for one UI resource), and the sandbox proxy served from its own origin
+//! with the view's Content-Security-Policy as an HTTP header.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use mcpapp_manifest::Lifecycle;
+use mcpapp_supervisor::is_mcp_app_mime;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tracing::info;
+
+use crate::apps::base_url;
+use crate::csp::{ViewPolicy, view_policy};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+const HOST_HTML: &str = include_str!("../assets/host.html");
+const HOST_JS: &str = include_str!("../assets/host.js");
+const HOST_CSS: &str = include_str!("../assets/host.css");
+const SANDBOX_HTML: &str = include_str!("../assets/sandbox.html");
+
+/// Prepared views kept this long (a view is loaded right after it is prepared).
+const VIEW_LIFETIME: Duration = Duration::from_secs(60 * 60);
+/// At most this many prepared views are kept.
+const VIEW_CAPACITY: usize = 1024;
+
+/// A view prepared for the sandbox: its policy and the host page's origin.
+#[derive(Debug, Clone)]
+struct PreparedView {
+    policy: ViewPolicy,
+    host_origin: String,
+    created: Instant,
+}
+
+/// Prepared views by opaque token. The sandbox URL carries only the token, so a page cannot
+/// ask the sandbox for a looser policy than the server built.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ViewStore {
+    views: Arc<Mutex<HashMap<String, PreparedView>>>,
+}
+
+impl ViewStore {
+    fn insert(&self, view: PreparedView) -> String {
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let mut views = self.views.lock().unwrap_or_else(|p| p.into_inner());
+        views.retain(|_, v| v.created.elapsed() < VIEW_LIFETIME);
+        if views.len() >= VIEW_CAPACITY
+            && let Some(oldest) = views
+                .iter()
+                .min_by_key(|(_, v)| v.created)
+                .map(|(k, _)| k.clone())
+        {
+            views.remove(&oldest);
+        }
+        views.insert(token.clone(), view);
+        token
+    }
+
+    fn get(&self, token: &str) -> Option<PreparedView> {
+        let views = self.views.lock().unwrap_or_else(|p| p.into_inner());
+        views
+            .get(token)
+            .filter(|v| v.created.elapsed() < VIEW_LIFETIME)
+            .cloned()
+    }
+}
+
+fn text(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// `GET /`: the host page.
+pub(crate) async fn page() -> Response {
+    text("text/html; charset=utf-8", HOST_HTML)
+}
+
+/// `GET /assets/{file}`: the page's script and styles.
+pub(crate) async fn asset(Path(file): Path<String>) -> Response {
+    match file.as_str() {
+        "host.js" => text("text/javascript; charset=utf-8", HOST_JS),
+        "host.css" => text("text/css; charset=utf-8", HOST_CSS),
+        _ => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// The body of `POST /apps/{id}/views`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct PrepareView {
+    uri: String,
+}
+
+/// `POST /apps/{id}/views`: reads the UI resource's `_meta.ui` (content item over listing
+/// entry), builds its policy, and returns where to load the sandbox for it.
+pub(crate) async fn prepare(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(request): Json<PrepareView>,
+) -> Result<Json<Value>, ApiError> {
+    let app = state
+        .parts
+        .supervisor
+        .get(&id)
+        .ok_or_else(|| ApiError::NotFound(format!("no app with id '{id}'")))?;
+    let lifecycle = app.snapshot().state.lifecycle;
+    if lifecycle != Lifecycle::Running {
+        return Err(ApiError::Unavailable(format!(
+            "app '{id}' is not running (it is {lifecycle})"
+        )));
+    }
+    let sandbox_origin = state
+        .config
+        .sandbox_origin
+        .clone()
+        .ok_or_else(|| ApiError::Unavailable("this gateway has no sandbox listener".into()))?;
+    let listing = app
+        .descriptors()
+        .resources
+        .iter()
+        .find(|r| r.uri == request.uri)
+        .and_then(|r| r.meta.clone());
+    let read = app
+        .read_resource(&request.uri)
+        .await
+        .map_err(|e| ApiError::Unavailable(e.to_string()))?;
+    let content = serde_json::to_value(&read.contents).unwrap_or_default();
+    let item = content
+        .as_array()
+        .and_then(|items| {
+            items
+                .iter()
+                .find(|c| c["uri"] == request.uri.as_str())
+                .or_else(|| items.first())
+        })
+        .cloned()
+        .ok_or_else(|| ApiError::Conflict(format!("resource '{}' has no content", request.uri)))?;
+    let mime = item["mimeType"].as_str().unwrap_or_default();
+    if !is_mcp_app_mime(mime) {
+        return Err(ApiError::Conflict(format!(
+            "resource '{}' is not an MCP App view: its MIME type is '{mime}', not text/html;profile=mcp-app",
+            request.uri
+        )));
+    }
+    let content_meta = item.get("_meta").and_then(Value::as_object).cloned();
+    let policy = view_policy(content_meta.as_ref(), listing.as_ref());
+    let csp = policy.header();
+    info!(app = %id, uri = %request.uri, "prepared a view with CSP: {csp}");
+    let token = state.views.insert(PreparedView {
+        policy: policy.clone(),
+        host_origin: base_url(&headers, &state),
+        created: Instant::now(),
+    });
+    let declares_external = !(policy.connect_domains.is_empty()
+        && policy.resource_domains.is_empty()
+        && policy.frame_domains.is_empty());
+    Ok(Json(json!({
+        "sandboxUrl": format!("{sandbox_origin}/sandbox.html?view={token}"),
+        "sandboxOrigin": sandbox_origin,
+        "csp": csp,
+        "allow": policy.allow_attribute(),
+        "policy": policy,
+        "externalDomains": declares_external,
+    })))
+}
+
+/// The query of the sandbox page.
+#[derive(Debug, Deserialize)]
+pub(crate) struct SandboxQuery {
+    view: Option<String>,
+}
+
+/// `GET /sandbox.html?view=TOKEN` on the sandbox listener.
+pub(crate) async fn sandbox(
+    State(views): State<ViewStore>,
+    Query(query): Query<SandboxQuery>,
+) -> Response {
+    let Some(view) = query.view.as_deref().and_then(|t| views.get(t)) else {
+        return (StatusCode::NOT_FOUND, "unknown or expired view").into_response();
+    };
+    // The origin is embedded as a JSON string literal, so it cannot break out of the script.
+    let origin = serde_json::to_string(&view.host_origin).unwrap_or_else(|_| "\"\"".into());
+    let html = SANDBOX_HTML.replace("__HOST_ORIGIN__", &origin);
+    let mut response = (StatusCode::OK, html).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if let Ok(csp) = HeaderValue::from_str(&view.policy.header()) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, csp);
+    }
+    response
+}
