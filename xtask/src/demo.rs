@@ -396,6 +396,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     let apps = wait_for_apps(&base)?;
 
     println!("\n==> the gateway is up");
+    println!("  open the host page: {base}/");
     println!("  host endpoints:  {base}/apps  {base}/apps/health");
     println!("  chat:            POST {base}/apps/chat");
     println!("  MCP (all apps):  {base}/mcp");
