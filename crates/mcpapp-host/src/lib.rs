@@ -3,6 +3,7 @@
 //!
 //! | Route | What it does |
 //! |---|---|
+//! | `GET /` and `/assets/{file}` | the browser host page (apps, chat, app views in a sandbox) |
 //! | `GET /apps/health` | `{"ok","name","mcp","sandbox"}`: the app a browser host should show (`?appId=` picks one) |
 //! | `GET /apps` | every discovered app: lifecycle, errors, counts, restarts, UI, its `mcp` URL |
 //! | `GET /apps/{id}` | one app with its tools, resources, templates, prompts and stderr tail |
@@ -145,7 +146,8 @@ impl Host {
         // token when the gateway needs one.
         let assets = Router::new()
             .route("/", get(views::page))
-            .route("/assets/{file}", get(views::asset));
+            .route("/assets/{file}", get(views::asset))
+            .with_state(self.state.clone());
         api.merge(assets).layer(security::cors(&config)).layer(
             axum::middleware::from_fn_with_state(config, security::guard),
         )

@@ -22,9 +22,22 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 const HOST_HTML: &str = include_str!("../assets/host.html");
-const HOST_JS: &str = include_str!("../assets/host.js");
-const HOST_CSS: &str = include_str!("../assets/host.css");
 const SANDBOX_HTML: &str = include_str!("../assets/sandbox.html");
+
+const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
+/// The page's scripts and styles, served under `/assets/`. The scripts are hand-written ES
+/// modules: nothing is built, so the Rust build never needs Node.
+const ASSETS: [(&str, &str, &str); 5] = [
+    ("host.js", JAVASCRIPT, include_str!("../assets/host.js")),
+    ("api.js", JAVASCRIPT, include_str!("../assets/api.js")),
+    ("mcp-client.js", JAVASCRIPT, include_str!("../assets/mcp-client.js")),
+    ("view-bridge.js", JAVASCRIPT, include_str!("../assets/view-bridge.js")),
+    (
+        "host.css",
+        "text/css; charset=utf-8",
+        include_str!("../assets/host.css"),
+    ),
+];
 
 /// Prepared views kept this long (a view is loaded right after it is prepared).
 const VIEW_LIFETIME: Duration = Duration::from_secs(60 * 60);
@@ -83,17 +96,48 @@ fn text(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
-/// `GET /`: the host page.
-pub(crate) async fn page() -> Response {
-    text("text/html; charset=utf-8", HOST_HTML)
+/// The host page's own Content-Security-Policy: its scripts, styles and API calls come from
+/// its own origin, it frames only the sandbox origin, and no one may frame it.
+pub(crate) fn page_csp(sandbox_origin: Option<&str>) -> String {
+    let frames = sandbox_origin.unwrap_or("'none'");
+    format!(
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+         connect-src 'self'; frame-src {frames}; form-action 'self'; base-uri 'none'; \
+         object-src 'none'; frame-ancestors 'none'"
+    )
 }
 
-/// `GET /assets/{file}`: the page's script and styles.
+/// `GET /`: the host page.
+pub(crate) async fn page(State(state): State<AppState>) -> Response {
+    let mut response = text("text/html; charset=utf-8", HOST_HTML);
+    let headers = response.headers_mut();
+    if let Ok(csp) = HeaderValue::from_str(&page_csp(state.config.sandbox_origin.as_deref())) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, csp);
+    }
+    // The first load may carry ?token=...; no request the page makes may repeat it.
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
+/// `GET /assets/{file}`: the page's scripts and styles.
 pub(crate) async fn asset(Path(file): Path<String>) -> Response {
-    match file.as_str() {
-        "host.js" => text("text/javascript; charset=utf-8", HOST_JS),
-        "host.css" => text("text/css; charset=utf-8", HOST_CSS),
-        _ => StatusCode::NOT_FOUND.into_response(),
+    match ASSETS.iter().find(|(name, _, _)| *name == file) {
+        Some((_, content_type, body)) => {
+            let mut response = text(content_type, body);
+            response.headers_mut().insert(
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            );
+            response
+        }
+        None => StatusCode::NOT_FOUND.into_response(),
     }
 }
 
