@@ -201,7 +201,18 @@ async fn caller_cancellation_stops_the_call_and_reaches_the_app() {
         )
         .await;
     assert!(output.is_error, "{output:?}");
-    assert!(!app.stderr_tail().iter().any(|l| l.ends_with(": echo")));
+    // A later call logs after anything sent before it (one pipe, read in order).
+    bridge.call("fx.get_cwd", "{}").await;
+    let logged = mcpapp_testkit::eventually(PATIENCE, || {
+        app.stderr_tail().iter().any(|l| l.ends_with(": get_cwd"))
+    })
+    .await;
+    assert!(logged, "{:?}", app.stderr_tail());
+    assert!(
+        !app.stderr_tail().iter().any(|l| l.ends_with(": echo")),
+        "{:?}",
+        app.stderr_tail()
+    );
     bridge.shutdown().await;
 }
 

@@ -6,7 +6,7 @@ use mcpapp_bridge::ERROR_PREFIX;
 use mcpapp_testkit::{AppsDir, HttpApp, bin};
 use serde_json::{Value, json};
 
-use crate::Bridge;
+use crate::{Bridge, PATIENCE};
 
 /// Items 27–30 against one grocery app registered with prefix `grocery.`.
 async fn grocery_calls(bridge: &Bridge) {
@@ -100,11 +100,17 @@ async fn bad_arguments_never_reach_the_app() {
         assert!(output.is_error, "{bad}: {output:?}");
         assert!(output.text.starts_with(ERROR_PREFIX), "{}", output.text);
     }
-    // A good call afterwards is the first call the app sees.
+    // A good call afterwards is the first call the app sees. Stderr is read apart from the
+    // answers, so wait for its line; any earlier call would have logged before it.
     let output = bridge.call("fx.echo", r#"{"message": "first"}"#).await;
     assert!(output.text.starts_with("first"), "{output:?}");
-    let calls: Vec<String> = bridge
-        .app("fx")
+    let app = bridge.app("fx");
+    let logged = mcpapp_testkit::eventually(PATIENCE, || {
+        app.stderr_tail().iter().any(|l| l.ends_with(": echo"))
+    })
+    .await;
+    assert!(logged, "{:?}", app.stderr_tail());
+    let calls: Vec<String> = app
         .stderr_tail()
         .into_iter()
         .filter(|l| l.contains("tool call"))
