@@ -66,6 +66,7 @@ fn tool_events(events: &[AgentEvent]) -> (&str, &Value, &str, bool) {
         id: result_id,
         text,
         is_error,
+        ..
     } = &events[2]
     else {
         panic!("no tool_result event: {events:?}")
