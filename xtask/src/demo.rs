@@ -177,7 +177,8 @@ fn wait_for_apps(base: &str) -> anyhow::Result<Value> {
             list.iter()
                 .all(|a| !matches!(a["lifecycle"].as_str(), Some("Validated" | "Loaded")))
         });
-        if settled {
+        // Running apps' tools reach the agent's registry just after; wait for those too.
+        if settled && tools_registered(base, &apps)? {
             return Ok(apps);
         }
         ensure!(
@@ -187,6 +188,26 @@ fn wait_for_apps(base: &str) -> anyhow::Result<Value> {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Whether every running app's model-visible tools are registered for the agent.
+fn tools_registered(base: &str, apps: &Value) -> anyhow::Result<bool> {
+    for app in apps["apps"].as_array().into_iter().flatten() {
+        if app["lifecycle"] != "Running" {
+            continue;
+        }
+        let id = app["id"].as_str().unwrap_or_default();
+        let detail = http::request("GET", &format!("{base}/apps/{id}"), &[], None)?.json()?;
+        let missing = detail["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|tool| tool["visibility"]["model"] == true && tool["registeredName"].is_null());
+        if missing {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Sends a chat message and returns the events.

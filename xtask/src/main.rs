@@ -4,7 +4,8 @@
 //! Tasks:
 //! - `codegen [--check]`: regenerates the committed JSON Schemas under `docs/schema/`; with
 //!   `--check`, fails when they are stale instead.
-//! - `ci`: the cargo steps of `.ci/run` (format check, clippy, tests), in the same order.
+//! - `ci`: the cargo steps of `.ci/run` (format check, clippy, tests, the demo's smoke run),
+//!   in the same order.
 //! - `demo [--smoke]`: builds and starts the test apps and the gateway and tours it; with
 //!   `--smoke`, checks the tour and exits (CI runs this).
 //! - `bench [ARGS]`: runs the criterion benchmarks (release build); extra arguments go to
@@ -26,7 +27,7 @@ usage: cargo xtask <task>
 
 tasks:
   codegen [--check]   regenerate docs/schema/*.json (or check they are current)
-  ci                  run the cargo steps of .ci/run: fmt check, clippy, tests
+  ci                  run the cargo steps of .ci/run: fmt check, clippy, tests, demo smoke
   bench [ARGS]        run the criterion benchmarks (ARGS go to the bench binaries)
   demo [--smoke]      build and start the test apps and the gateway, then tour it
 ";
@@ -80,6 +81,7 @@ fn ci(root: &Path, args: &[String]) -> anyhow::Result<()> {
             "warnings",
         ],
         &["test", "--workspace"],
+        &["xtask", "demo", "--smoke"],
     ];
     for step in steps {
         util::cargo(root, step)?;

@@ -2,8 +2,9 @@
 //!
 //! An [`Agent`] holds sessions (created or resumed by id, bounded, expiring) and runs turns:
 //! the model is asked, the tools it calls run through the bridge's
-//! [`ToolRegistry`](mcpapp_bridge::ToolRegistry), their results go back to the model, up to a
-//! step limit. A turn streams [`AgentEvent`]s that serialise to the `/apps/chat` wire shapes,
+//! [`ToolRegistry`](mcpapp_bridge::ToolRegistry) (in a host, filled with the supervised apps'
+//! tools by [`AppToolSync`](mcpapp_bridge::AppToolSync)), their results go back to the model,
+//! up to a step limit. A turn streams [`AgentEvent`]s that serialise to the `/apps/chat` wire shapes,
 //! starting with `session` and always ending with `done`. Tool calls the user made in an app's
 //! UI are written into the prompt ([`build_prompt`]).
 //!

@@ -1,13 +1,66 @@
 //! The bridge between tools and the agent: the [`Tool`] trait, the [`ToolRegistry`] that holds
-//! tools from every source under a deterministic, collision-reporting naming rule, and the
-//! [`ModelNames`] map to names that model providers accept.
+//! tools from every source under a deterministic, collision-reporting naming rule, the
+//! [`ModelNames`] map to names that model providers accept, and the MCP App side:
+//! [`McpAppTool`] (one app tool as an agent tool) and [`AppToolSync`] (the registry kept in
+//! step with the supervisor).
 //!
-//! The registry knows nothing about MCP or HTTP. MCP app tools (registration id
-//! `mcpapp:{appId}`), built-in tools and plugin tools all implement [`Tool`]; consumers (the
-//! agent, the aggregated MCP endpoint) list and resolve them here and refresh when the change
-//! counter moves.
+//! The registry itself knows nothing about MCP or HTTP. MCP app tools (registration id
+//! `mcpapp:{appId}`, source [`ToolSource::Native`]), built-in tools and plugin tools all
+//! implement [`Tool`]; consumers (the agent, the aggregated MCP endpoint) list and resolve them
+//! here and refresh when the change counter moves.
 //!
-//! # Example
+//! # MCP App tools
+//!
+//! [`AppToolSync::start`] follows a [`Supervisor`](mcpapp_supervisor::Supervisor): each running
+//! app's tools whose `_meta.ui.visibility` includes `"model"` are registered under the app's
+//! prefix (`grocery.` + `get_stores`), replaced as a whole when the app's tool list changes,
+//! and withdrawn when the app stops, fails or is removed. Tools with a malformed visibility are
+//! hidden and reported ([`AppToolSync::diagnostics`]). Calls carry the chat session id as
+//! `_meta.sessionId`, stop when the caller cancels, and return model-friendly text: binary
+//! content as placeholders, structured content of UI tools left to the view, every failure an
+//! `Error: ` text.
+//!
+//! **Collisions.** When two registrations offer the same name, the registry picks one winner:
+//! first the preferred source (built-in over native over plugin by default, so an app tool
+//! beats a plugin tool and loses to a built-in one), then the registration registered first.
+//! The sync registers every app in the supervisor's list order as soon as it sees it, and
+//! keeps an app's (emptied) registration while it is stopped, so between two apps the one
+//! discovered first wins, whichever starts first. Losers are reported by
+//! [`ToolRegistry::collisions`], by [`AppToolSync::diagnostics`] and in the log.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use mcpapp_bridge::{AppToolSync, ToolContext, ToolRegistry};
+//! use mcpapp_discovery::Discovery;
+//! use mcpapp_manifest::McpAppsConfig;
+//! use mcpapp_supervisor::Supervisor;
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = McpAppsConfig { enabled: true, ..McpAppsConfig::default() };
+//! let report = Discovery::builder(config.clone()).build()?.scan();
+//! let supervisor = Supervisor::builder().config(&config).build();
+//! let registry = ToolRegistry::new();
+//! let sync = AppToolSync::start(&supervisor, &registry);
+//! supervisor.load(&report);
+//! supervisor.wait_settled(Duration::from_secs(30)).await;
+//! sync.synced().await;
+//!
+//! if let Some(entry) = registry.resolve("grocery.get_low_stock") {
+//!     let ctx = ToolContext::new().with_session_id("chat-1");
+//!     let output = entry.tool.invoke(r#"{"storeId": 1}"#.into(), ctx).await;
+//!     println!("{}", output.text);
+//! }
+//! for diagnostic in sync.diagnostics() {
+//!     println!("{}", serde_json::to_string(&diagnostic)?);
+//! }
+//! drop(sync);
+//! supervisor.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The registry
 //!
 //! ```
 //! use std::sync::Arc;
@@ -52,15 +105,19 @@
 //! ```
 #![warn(missing_docs)]
 
+mod app_tool;
 mod error;
 mod names;
 mod registry;
+mod sync;
 mod tool;
 
+pub use app_tool::McpAppTool;
 pub use error::RegistryError;
 pub use names::{MAX_MODEL_NAME_LEN, ModelNames, is_safe_model_name};
 pub use registry::{
     CollisionReason, CollisionReport, RegistrySnapshot, SourcePreference, ToolEntry, ToolRegistry,
     ToolRegistryBuilder, ToolSource,
 };
+pub use sync::{AppToolSync, SyncDiagnostic, SyncDiagnosticKind, app_registration_id};
 pub use tool::{ERROR_PREFIX, Tool, ToolContext, ToolOutput};

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use mcpapp_manifest::{AppSpec, InstallState, Lifecycle, Timestamp};
 use rmcp::ServiceError;
-use rmcp::model::{ClientRequest, ErrorCode, RequestMetaObject, ServerResult};
+use rmcp::model::{
+    CancelledNotificationParam, ClientRequest, ErrorCode, RequestMetaObject, ServerResult,
+};
 use rmcp::service::PeerRequestOptions;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tracing::{Instrument, info, info_span, warn};
@@ -259,7 +261,15 @@ impl AppShared {
             .send_request_with_option(request, options)
             .await
             .map_err(|e| transport(e.to_string()))?;
-        match handle.await_response().await {
+        // rmcp cancels upstream on its own timeout, but not when the caller stops waiting
+        // (an agent turn cancelled, a select! lost): the guard covers that case.
+        let mut guard = AbandonGuard {
+            peer: Some(connection.client.peer().clone()),
+            id: handle.id.clone(),
+        };
+        let outcome = handle.await_response().await;
+        guard.peer = None;
+        match outcome {
             Ok(result) => Ok(result),
             Err(ServiceError::Timeout { .. }) => Err(CallError::Timeout {
                 app_id: self.id.clone(),
@@ -285,6 +295,38 @@ impl AppShared {
             .current()
             .ok_or_else(|| PortError::NotRunning(self.snapshot.borrow().state.lifecycle))?;
         connection.open_port(capabilities).await
+    }
+}
+
+/// Sends `notifications/cancelled` for a request whose caller dropped the future before the
+/// answer came, so that the app stops working on a result nobody will read.
+struct AbandonGuard {
+    /// Set while the answer is awaited; cleared once it arrived (or rmcp timed it out, which
+    /// sends its own cancellation).
+    peer: Option<rmcp::Peer<rmcp::RoleClient>>,
+    id: rmcp::model::RequestId,
+}
+
+impl Drop for AbandonGuard {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else {
+            return;
+        };
+        // Dropping happens inside the runtime that polled the call; without one (the runtime
+        // is going away) the connection goes with it and nothing needs cancelling.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let params = CancelledNotificationParam::new(
+            Some(self.id.clone()),
+            Some("the caller stopped waiting".to_owned()),
+        );
+        runtime.spawn(
+            async move {
+                let _ = peer.notify_cancelled(params).await;
+            }
+            .in_current_span(),
+        );
     }
 }
 

@@ -20,7 +20,8 @@ use crate::session::{Port, PortError};
 ///
 /// Every call goes through the app's *current* connection, so a handle keeps working across
 /// restarts: whoever holds it is healed when the app comes back. Calls are bounded by the
-/// app's request timeout; a timed-out request is cancelled upstream.
+/// app's request timeout; a timed-out request is cancelled upstream, and so is a request whose
+/// future is dropped before the answer arrives (`notifications/cancelled`).
 #[derive(Debug, Clone)]
 pub struct AppHandle {
     pub(crate) shared: Arc<AppShared>,

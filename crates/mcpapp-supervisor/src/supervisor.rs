@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use mcpapp_discovery::{DiscoveredApp, DiscoveryReport};
 use mcpapp_manifest::{InstallState, McpAppsConfig, SupervisionConfig};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 use tracing::info;
 
 use crate::app::{AppShared, Command, TaskContext, spawn_task};
@@ -162,23 +162,36 @@ impl Supervisor {
         })
     }
 
-    /// Makes the handle (and task, when runnable) of one discovered app.
-    fn make(&self, app: &DiscoveredApp) -> AppHandle {
+    /// Makes the handle of one discovered app; a runnable app's task is started later by
+    /// [`Supervisor::start_tasks`], once the handle is listed, so that no event names an app
+    /// the supervisor does not list yet.
+    fn make(
+        &self,
+        app: &DiscoveredApp,
+        pending: &mut Vec<(AppHandle, mpsc::UnboundedReceiver<Command>)>,
+    ) -> AppHandle {
         let runnable = app
             .spec
             .clone()
             .map(|spec| (spec, self.policy_for(app.id())));
         let (shared, commands) =
             AppShared::new(app.state.clone(), runnable, self.inner.events.clone());
+        let handle = AppHandle { shared };
         if let Some(commands) = commands {
-            let task = spawn_task(shared.clone(), commands, self.inner.context.clone());
-            self.inner
-                .tasks
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(task);
+            pending.push((handle.clone(), commands));
         }
-        AppHandle { shared }
+        handle
+    }
+
+    fn start_tasks(&self, pending: Vec<(AppHandle, mpsc::UnboundedReceiver<Command>)>) {
+        let mut tasks = self.inner.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        for (handle, commands) in pending {
+            tasks.push(spawn_task(
+                handle.shared,
+                commands,
+                self.inner.context.clone(),
+            ));
+        }
     }
 
     /// Splits a report into apps with a unique id and the rest.
@@ -205,10 +218,15 @@ impl Supervisor {
             return;
         }
         let (keyed, others) = Self::partition(report);
-        let handles: Vec<AppHandle> = keyed.into_iter().map(|app| self.make(app)).collect();
+        let mut pending = Vec::new();
+        let handles: Vec<AppHandle> = keyed
+            .into_iter()
+            .map(|app| self.make(app, &mut pending))
+            .collect();
         info!(apps = handles.len(), "supervising MCP Apps");
         *self.inner.apps.write().unwrap_or_else(|p| p.into_inner()) = handles;
         *self.inner.others.write().unwrap_or_else(|p| p.into_inner()) = others;
+        self.start_tasks(pending);
     }
 
     /// Applies a new discovery report: starts added apps, stops and removes apps that are
@@ -223,12 +241,13 @@ impl Supervisor {
         let current: Vec<AppHandle> = self.list();
         let mut next = Vec::new();
         let mut retired = Vec::new();
+        let mut pending = Vec::new();
         for app in &keyed {
             let id = app.id();
             let policy = self.policy_for(id);
             match current.iter().find(|h| h.id() == id) {
                 None => {
-                    next.push(self.make(app));
+                    next.push(self.make(app, &mut pending));
                     summary.added.push(id.to_owned());
                 }
                 Some(handle) => {
@@ -251,7 +270,7 @@ impl Supervisor {
                         summary.changed.push(id.to_owned());
                     } else {
                         retired.push(handle.clone());
-                        next.push(self.make(app));
+                        next.push(self.make(app, &mut pending));
                         summary.changed.push(id.to_owned());
                     }
                 }
@@ -265,7 +284,10 @@ impl Supervisor {
         }
         *self.inner.apps.write().unwrap_or_else(|p| p.into_inner()) = next;
         *self.inner.others.write().unwrap_or_else(|p| p.into_inner()) = others;
+        // Retired handles stop first, so their last events come before anything the new ones
+        // say under the same id.
         futures::future::join_all(retired.iter().map(AppHandle::shut_down)).await;
+        self.start_tasks(pending);
         for id in &summary.removed {
             let _ = self
                 .inner

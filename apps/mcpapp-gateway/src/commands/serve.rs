@@ -3,11 +3,12 @@
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use mcpapp_agent::{Agent, AgentConfig};
-use mcpapp_bridge::ToolRegistry;
+use mcpapp_bridge::{AppToolSync, ToolRegistry};
 use mcpapp_host::{Host, HostConfig, HostParts, check_exposure};
 use mcpapp_supervisor::Supervisor;
 use tracing::{info, warn};
@@ -80,8 +81,20 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let mut config = HostConfig::new(local).with_settings(&settings);
     config.auth_token = token;
     config.sandbox_origin = Some(format!("http://{sandbox_local}"));
-    let parts =
-        HostParts::new(supervisor.clone(), registry, agent).with_discovery(loaded.discovery);
+    // App tools follow the supervisor into the agent's registry (and /mcp).
+    let sync = Arc::new(AppToolSync::start(&supervisor, &registry));
+    let diagnostics = {
+        let sync = sync.clone();
+        Arc::new(move || {
+            sync.diagnostics()
+                .iter()
+                .filter_map(|d| serde_json::to_value(d).ok())
+                .collect()
+        })
+    };
+    let parts = HostParts::new(supervisor.clone(), registry, agent)
+        .with_discovery(loaded.discovery)
+        .with_diagnostics(diagnostics);
     let host = Host::new(parts, config);
     let app = host.router();
     let sandbox = host.sandbox_router();
@@ -109,6 +122,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     .await?;
     sandbox_server.abort();
     supervisor.shutdown().await;
+    drop(sync);
     info!("stopped");
     Ok(ExitCode::SUCCESS)
 }

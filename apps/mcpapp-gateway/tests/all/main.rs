@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod discover;
+mod serve;
 mod validate;
 
 use std::path::{Path, PathBuf};

@@ -1,9 +1,11 @@
 //! Integration tests of mcpapp-agent: prompts and wire shapes, the offline command mode, turns
-//! and sessions, and the OpenAI-compatible provider against a scripted HTTP server.
+//! and sessions, the OpenAI-compatible provider against a scripted HTTP server, and the
+//! offline mode driving a real supervised grocery app through the bridge.
 
 // Test helpers may panic: a panic is a failed test with a clear location.
 #![allow(clippy::unwrap_used)]
 
+mod apps;
 mod offline;
 mod openai;
 mod prompt;

@@ -1,18 +1,152 @@
 //! Integration tests of mcpapp-bridge: the registry's naming rules, collisions and change
-//! counter, safe model names, and the tool helpers.
+//! counter, safe model names, and the tool helpers; then MCP App tools and the live sync
+//! against real test apps (`fixture-app`, `grocery-inventory`) run by the real supervisor.
 
 // Test helpers may panic: a panic is a failed test with a clear location.
 #![allow(clippy::unwrap_used)]
 
+mod app_tools;
+mod conformance;
 mod names;
 mod registry;
+mod sync;
 mod tool;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
-use mcpapp_bridge::{Tool, ToolContext, ToolOutput};
+use mcpapp_bridge::{AppToolSync, Tool, ToolContext, ToolOutput, ToolRegistry};
+use mcpapp_manifest::Lifecycle;
+use mcpapp_supervisor::{AppHandle, SupervisionPolicy, Supervisor};
+use mcpapp_testkit::AppsDir;
 use serde_json::{Value, json};
+
+/// Long enough for any single step on a loaded 2-core machine; tests wait on events and only
+/// fail at this bound.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Logs to the test output when `RUST_LOG` is set.
+pub(crate) fn logging() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt().with_test_writer().try_init();
+    }
+}
+
+/// Supervised apps bridged into a registry, torn down at the end of a test.
+pub(crate) struct Bridge {
+    pub(crate) supervisor: Supervisor,
+    pub(crate) registry: ToolRegistry,
+    pub(crate) sync: AppToolSync,
+    /// Kept so the app folders outlive the apps.
+    pub(crate) apps: AppsDir,
+}
+
+impl Bridge {
+    /// Starts the sync first (as a host does), then supervises every app of `apps`, and waits
+    /// until all of them have settled and the sync has caught up.
+    pub(crate) async fn start(apps: AppsDir) -> Self {
+        logging();
+        let mut policy = SupervisionPolicy::default();
+        policy.restart_delay = Duration::from_millis(50);
+        policy.health_check_interval = None;
+        policy.shutdown_grace = Duration::from_secs(2);
+        let supervisor = Supervisor::builder().policy(policy).build();
+        let registry = ToolRegistry::new();
+        let sync = AppToolSync::start(&supervisor, &registry);
+        supervisor.load(&apps.discover());
+        assert!(supervisor.wait_settled(PATIENCE).await, "the apps settle");
+        for app in supervisor.list() {
+            assert_eq!(
+                app.snapshot().state.lifecycle,
+                Lifecycle::Running,
+                "{}: {:?}",
+                app.id(),
+                app.snapshot().state.last_error
+            );
+        }
+        sync.synced().await;
+        Self {
+            supervisor,
+            registry,
+            sync,
+            apps,
+        }
+    }
+
+    pub(crate) fn app(&self, id: &str) -> AppHandle {
+        self.supervisor.get(id).unwrap()
+    }
+
+    /// The registered tool `name`; panics if it is not registered.
+    pub(crate) fn tool(&self, name: &str) -> Arc<dyn Tool> {
+        self.registry
+            .resolve(name)
+            .unwrap_or_else(|| panic!("{name} is not registered: {:?}", self.names()))
+            .tool
+    }
+
+    /// Every registered name.
+    pub(crate) fn names(&self) -> Vec<String> {
+        self.registry.list().into_iter().map(|e| e.name).collect()
+    }
+
+    /// Calls the registered tool `name` with no session.
+    pub(crate) async fn call(&self, name: &str, arguments: &str) -> ToolOutput {
+        self.call_with(name, arguments, ToolContext::new()).await
+    }
+
+    /// Calls the registered tool `name` with `ctx`.
+    pub(crate) async fn call_with(
+        &self,
+        name: &str,
+        arguments: &str,
+        ctx: ToolContext,
+    ) -> ToolOutput {
+        let tool = self.tool(name);
+        tokio::time::timeout(PATIENCE, tool.invoke(arguments.to_owned(), ctx))
+            .await
+            .expect("the call ends")
+    }
+
+    pub(crate) async fn shutdown(self) {
+        drop(self.sync);
+        self.supervisor.shutdown().await;
+    }
+}
+
+/// Waits until `check` holds for the registry, re-checking on every change of its counter.
+pub(crate) async fn wait_registry(
+    registry: &ToolRegistry,
+    mut check: impl FnMut(&ToolRegistry) -> bool,
+) {
+    // Subscribing before the first check means no change can slip between check and wait.
+    let mut changes = registry.subscribe();
+    let waited = tokio::time::timeout(PATIENCE, async {
+        while !check(registry) {
+            changes.changed().await.unwrap();
+        }
+    })
+    .await;
+    assert!(
+        waited.is_ok(),
+        "the registry never got there: {:?}",
+        registry.list().iter().map(|e| &e.name).collect::<Vec<_>>()
+    );
+}
+
+/// Waits until `app` reaches `state`.
+pub(crate) async fn wait_state(app: &AppHandle, state: Lifecycle) {
+    let mut watch = app.watch();
+    let reached =
+        tokio::time::timeout(PATIENCE, watch.wait_for(|s| s.state.lifecycle == state)).await;
+    assert!(
+        reached.is_ok(),
+        "{} never became {state}: {:?}",
+        app.id(),
+        app.snapshot()
+    );
+}
 
 /// A tool that answers with its own label, so a test can tell which of two same-named tools
 /// was called.

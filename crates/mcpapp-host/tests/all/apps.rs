@@ -205,3 +205,37 @@ async fn reload_picks_up_a_new_manifest() {
     assert_eq!(list["apps"].as_array().unwrap().len(), 2);
     gateway.shutdown().await;
 }
+
+#[tokio::test]
+async fn tool_name_collisions_show_in_the_app_list() {
+    let apps = AppsDir::new();
+    apps.stdio_app(
+        "first",
+        &bin("fixture-app"),
+        &["stdio"],
+        r#"{"toolNamePrefix": "fx."}"#,
+    );
+    apps.stdio_app(
+        "second",
+        &bin("fixture-app"),
+        &["stdio"],
+        r#"{"toolNamePrefix": "fx."}"#,
+    );
+    let gateway = Gateway::start(apps, |_| {}).await;
+    let (_, body) = gateway.get_json("/apps").await;
+    let collisions: Vec<&serde_json::Value> = body["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| {
+            d["kind"] == "nameCollision"
+                || d["message"].as_str().unwrap_or_default().contains("collid")
+        })
+        .collect();
+    assert!(!collisions.is_empty(), "{body}");
+    assert!(
+        collisions.iter().any(|d| d["tool"] == "fx.echo"),
+        "{collisions:?}"
+    );
+    gateway.shutdown().await;
+}

@@ -172,3 +172,49 @@ async fn ui_events_are_written_into_the_prompt_of_a_real_model() {
     );
     gateway.shutdown().await;
 }
+
+#[tokio::test]
+async fn offline_chat_calls_a_real_app_tool() {
+    let apps = AppsDir::new();
+    apps.stdio_app(
+        "grocery",
+        &mcpapp_testkit::bin("grocery-inventory"),
+        &["stdio"],
+        r#"{"toolNamePrefix": "grocery."}"#,
+    );
+    let gateway = Gateway::start(apps, |_| {}).await;
+    let (status, _, events) = chat(&gateway, json!({"message": "get_low_stock, storeId=1"})).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        types(&events),
+        ["session", "tool", "tool_result", "text", "result", "done"]
+    );
+    assert_eq!(events[1]["name"], "grocery.get_low_stock");
+    assert_eq!(events[1]["input"], json!({"storeId": 1}));
+    assert_eq!(events[2]["isError"], false);
+    assert!(
+        events[2]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Downtown Market"),
+        "{}",
+        events[2]
+    );
+    // The dashboard tool's structured content rides along for views, not in the model text.
+    let (_, _, events) = chat(
+        &gateway,
+        json!({"message": "/call grocery.show_store_inventory_dashboard {}"}),
+    )
+    .await;
+    assert!(
+        events[2]["structuredContent"]["stores"].is_array(),
+        "{}",
+        events[2]
+    );
+    assert!(
+        !events[2]["text"].as_str().unwrap().contains("\"stores\""),
+        "{}",
+        events[2]
+    );
+    gateway.shutdown().await;
+}

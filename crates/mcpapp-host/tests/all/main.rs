@@ -4,6 +4,7 @@
 // Test helpers may panic: a panic is a failed test with a clear location.
 #![allow(clippy::unwrap_used, clippy::needless_pass_by_value)]
 
+mod aggregate;
 mod apps;
 mod chat;
 mod proxy;
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcpapp_agent::{Agent, AgentConfig, ChatModel, OfflineModel};
-use mcpapp_bridge::ToolRegistry;
+use mcpapp_bridge::{AppToolSync, ToolRegistry};
 use mcpapp_discovery::Discovery;
 use mcpapp_host::{Host, HostConfig, HostParts};
 use mcpapp_manifest::McpAppsConfig;
@@ -31,6 +32,8 @@ pub(crate) struct Gateway {
     pub(crate) supervisor: Supervisor,
     pub(crate) registry: ToolRegistry,
     pub(crate) apps: AppsDir,
+    /// Kept alive for as long as the gateway: dropping it withdraws the app tools.
+    _sync: Arc<AppToolSync>,
     server: tokio::task::JoinHandle<()>,
     sandbox_server: tokio::task::JoinHandle<()>,
 }
@@ -77,6 +80,18 @@ impl Gateway {
         supervisor.load(&discovery.scan());
         assert!(supervisor.wait_settled(PATIENCE).await);
         let registry = ToolRegistry::new();
+        // App tools reach the registry (the agent's and /mcp's) as in the gateway binary.
+        let sync = Arc::new(AppToolSync::start(&supervisor, &registry));
+        sync.synced().await;
+        let diagnostics = {
+            let sync = sync.clone();
+            Arc::new(move || {
+                sync.diagnostics()
+                    .iter()
+                    .map(|d| serde_json::to_value(d).unwrap())
+                    .collect()
+            })
+        };
         let agent = Agent::new(registry.clone(), model, AgentConfig::default());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -85,8 +100,9 @@ impl Gateway {
         let mut host_config = HostConfig::new(addr);
         host_config.sandbox_origin = Some(format!("http://{sandbox_addr}"));
         tweak(&mut host_config);
-        let parts =
-            HostParts::new(supervisor.clone(), registry.clone(), agent).with_discovery(discovery);
+        let parts = HostParts::new(supervisor.clone(), registry.clone(), agent)
+            .with_discovery(discovery)
+            .with_diagnostics(diagnostics);
         let host = Host::new(parts, host_config);
         let app = host.router();
         let sandbox = host.sandbox_router();
@@ -102,6 +118,7 @@ impl Gateway {
             supervisor,
             registry,
             apps,
+            _sync: sync,
             server,
             sandbox_server,
         }

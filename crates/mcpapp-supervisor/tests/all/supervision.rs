@@ -137,6 +137,47 @@ async fn a_hanging_tool_times_out_and_is_cancelled_upstream() {
 }
 
 #[tokio::test]
+async fn a_call_the_caller_stops_waiting_for_is_cancelled_upstream() {
+    let apps = AppsDir::new();
+    // `--stderr-noise 0` logs one stderr line per tool call, which tells the test that the
+    // call has reached the app.
+    apps.stdio_app(
+        "abandon",
+        &bin("fixture-app"),
+        &["stdio", "--stderr-noise", "0"],
+        "{}",
+    );
+    let supervisor = supervise(&apps.discover(), fast_policy());
+    let app = supervisor.get("abandon").unwrap();
+    wait_state(&app, Lifecycle::Running).await;
+    let call = tokio::spawn({
+        let app = app.clone();
+        async move { app.call_tool("hang", None, None).await }
+    });
+    let arrived = mcpapp_testkit::eventually(PATIENCE, || {
+        app.stderr_tail().iter().any(|l| l.ends_with(": hang"))
+    })
+    .await;
+    assert!(
+        arrived,
+        "the call never reached the app: {:?}",
+        app.stderr_tail()
+    );
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled());
+    let seen = app
+        .call_tool(
+            "cancellations",
+            Some(json!({"waitMs": 30_000}).as_object().unwrap().clone()),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(seen.structured_content.unwrap()["count"], 1);
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
 async fn slow_starts_and_silent_servers_hit_the_startup_timeout() {
     let apps = AppsDir::new();
     let fixture = bin("fixture-app");
