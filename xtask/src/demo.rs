@@ -4,211 +4,13 @@
 //! prints the URLs and tours the live gateway. Without `--smoke` it then waits for Ctrl-C;
 //! with it, it checks the tour, stops everything and exits 0 or 1.
 
-// xtask starts the programs it demonstrates; that is its job.
-#![allow(clippy::disallowed_methods)]
-
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
 use anyhow::{Context, bail, ensure};
 use serde_json::{Value, json};
 
 use crate::http;
-
-/// How long apps may take to settle.
-const SETTLE: Duration = Duration::from_secs(60);
-
-/// A child process that is stopped (SIGTERM, then SIGKILL) when dropped.
-struct Running {
-    name: &'static str,
-    child: Child,
-}
-
-impl Running {
-    fn stop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap_or_default());
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        eprintln!("{} did not stop after SIGTERM; killing it", self.name);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// Starts `program args` and waits for its `listening on URL` line.
-fn start_listening(
-    name: &'static str,
-    program: &Path,
-    args: &[&str],
-    log: &Path,
-) -> anyhow::Result<(Running, String)> {
-    let log_file =
-        std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
-    let mut child = Command::new(program)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(log_file)
-        .spawn()
-        .with_context(|| format!("starting {}", program.display()))?;
-    let stdout = child.stdout.take().context("no stdout")?;
-    let mut running = Running { name, child };
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
-    let Some(url) = line.trim().strip_prefix("listening on ") else {
-        running.stop();
-        bail!(
-            "{name} did not start (it printed {line:?}); see {}",
-            log.display()
-        );
-    };
-    Ok((running, url.to_owned()))
-}
-
-fn target_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
-}
-
-fn write_json(path: &Path, value: &Value) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, serde_json::to_string_pretty(value)? + "\n")
-        .with_context(|| format!("writing {}", path.display()))
-}
-
-/// Lays out `demo/` with a config and two app folders.
-fn lay_out(demo: &Path, grocery_url: &str, fixture: &Path) -> anyhow::Result<PathBuf> {
-    if demo.exists() {
-        std::fs::remove_dir_all(demo).with_context(|| format!("clearing {}", demo.display()))?;
-    }
-    write_json(
-        &demo.join("mcpapps/grocery-inventory/openclaw.mcpapp.json"),
-        &json!({
-            "id": "grocery-inventory",
-            "name": "Grocery Inventory Dashboard",
-            "description": "Multi-store grocery inventory management MCP App with interactive dashboard.",
-            "version": "1.0.0",
-            "protocolVersion": "2025-11-25",
-            "transport": "http",
-            "url": grocery_url,
-            "hasUi": true,
-            "uiResourceUri": "ui://grocery/store-dashboard.html",
-            "category": "data",
-            "capabilities": ["tools", "resources", "prompts", "completions"],
-            "startupTimeoutSeconds": 10,
-            "requestTimeoutSeconds": 60,
-            "toolNamePrefix": "grocery.",
-            "headers": {}
-        }),
-    )?;
-    write_json(
-        &demo.join("mcpapps/fixture-stdio/openclaw.mcpapp.json"),
-        &json!({
-            "id": "fixture-stdio",
-            "name": "Fixture (stdio)",
-            "version": "0.1.0",
-            "protocolVersion": "2025-11-25",
-            "transport": "stdio",
-            "command": fixture,
-            "arguments": ["stdio"],
-            "hasUi": true,
-            "toolNamePrefix": "fixture.",
-        }),
-    )?;
-    let config = demo.join("appsettings.json");
-    write_json(
-        &config,
-        &json!({
-            "McpApps": {
-                "Enabled": true,
-                "DiscoveryPaths": ["./mcpapps"],
-                "AllowlistSemantics": "legacy",
-                "Allow": ["*"],
-                "Entries": { "grocery-inventory": { "Enabled": true } }
-            }
-        }),
-    )?;
-    Ok(config)
-}
-
-/// Polls `/apps` until every app has settled, printing changes.
-fn wait_for_apps(base: &str) -> anyhow::Result<Value> {
-    let started = Instant::now();
-    let mut last = String::new();
-    loop {
-        let apps = http::request("GET", &format!("{base}/apps"), &[], None)?.json()?;
-        let states: Vec<String> = apps["apps"]
-            .as_array()
-            .map(|list| {
-                list.iter()
-                    .map(|a| {
-                        format!(
-                            "{} {}",
-                            a["id"].as_str().unwrap_or("?"),
-                            a["lifecycle"].as_str().unwrap_or("?")
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let line = states.join(", ");
-        if line != last {
-            println!("  apps: {line}");
-            last = line;
-        }
-        let settled = apps["apps"].as_array().is_some_and(|list| {
-            list.iter()
-                .all(|a| !matches!(a["lifecycle"].as_str(), Some("Validated" | "Loaded")))
-        });
-        // Running apps' tools reach the agent's registry just after; wait for those too.
-        if settled && tools_registered(base, &apps)? {
-            return Ok(apps);
-        }
-        ensure!(
-            started.elapsed() < SETTLE,
-            "apps did not settle within {} s",
-            SETTLE.as_secs()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// Whether every running app's model-visible tools are registered for the agent.
-fn tools_registered(base: &str, apps: &Value) -> anyhow::Result<bool> {
-    for app in apps["apps"].as_array().into_iter().flatten() {
-        if app["lifecycle"] != "Running" {
-            continue;
-        }
-        let id = app["id"].as_str().unwrap_or_default();
-        let detail = http::request("GET", &format!("{base}/apps/{id}"), &[], None)?.json()?;
-        let missing = detail["tools"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|tool| tool["visibility"]["model"] == true && tool["registeredName"].is_null());
-        if missing {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
+use crate::stack::{self, Stack, StackOptions, target_dir};
 
 /// Sends a chat message and returns the events.
 fn chat(base: &str, message: &str) -> anyhow::Result<Vec<Value>> {
@@ -375,46 +177,24 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         [flag] if flag == "--smoke" => true,
         other => bail!("`demo` takes only `--smoke`, got {other:?}"),
     };
-    crate::util::cargo(
-        root,
-        &[
-            "build",
-            "-p",
-            "mcpapp-gateway",
-            "-p",
-            "grocery-inventory",
-            "-p",
-            "fixture-app",
-        ],
-    )?;
+    stack::build(root)?;
     let target = target_dir(root);
-    let bin = target.join("debug");
-    let demo = target.join("demo");
-    std::fs::create_dir_all(&demo)?;
-    let logs = target.join("demo-logs");
-    std::fs::create_dir_all(&logs)?;
-
-    println!("\n==> starting grocery-inventory over HTTP");
-    let (grocery, grocery_url) = start_listening(
-        "grocery-inventory",
-        &bin.join("grocery-inventory"),
-        &["http", "--bind", "127.0.0.1:0"],
-        &logs.join("grocery-inventory.log"),
+    let Stack {
+        gateway,
+        grocery,
+        base,
+        gateway_log,
+        apps,
+        ..
+    } = stack::start(
+        root,
+        &StackOptions {
+            folder: &target.join("demo"),
+            logs: &target.join("demo-logs"),
+            grocery_options: &[],
+            token: None,
+        },
     )?;
-    println!("  {grocery_url}");
-    let config = lay_out(&demo, &grocery_url, &bin.join("fixture-app"))?;
-    println!("  demo folder: {}", demo.display());
-
-    println!("\n==> starting the gateway");
-    let gateway_log = logs.join("gateway.log");
-    let config_arg = config.display().to_string();
-    let (gateway, base) = start_listening(
-        "mcpapp-gateway",
-        &bin.join("mcpapp-gateway"),
-        &["serve", "--config", &config_arg, "--bind", "127.0.0.1:0"],
-        &gateway_log,
-    )?;
-    let apps = wait_for_apps(&base)?;
 
     println!("\n==> the gateway is up");
     println!("  open the host page: {base}/");
@@ -450,7 +230,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     }
     tour?;
     println!("\nPress Ctrl-C to stop the gateway and the apps.");
-    let _ = gateway.child.wait();
+    gateway.wait();
     grocery.stop();
     Ok(())
 }

@@ -103,6 +103,14 @@ pub(crate) fn request(
             reader.read_exact(&mut chunk)?;
             bytes.extend_from_slice(&chunk[..size]);
         }
+    } else if let Some(length) = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse::<usize>().ok())
+    {
+        // Some servers keep the connection open despite `Connection: close`.
+        bytes.resize(length, 0);
+        reader.read_exact(&mut bytes)?;
     } else {
         reader.read_to_end(&mut bytes)?;
     }
