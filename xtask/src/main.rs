@@ -8,6 +8,9 @@
 //!   in the same order.
 //! - `demo [--smoke]`: builds and starts the test apps and the gateway and tours it; with
 //!   `--smoke`, checks the tour and exits (CI runs this).
+//! - `e2e [--update-docs-screenshot]`: the host page in headless Chromium through WebDriver
+//!   (`chromium` and `chromium-driver` must be installed; `.ci/run` installs them). Kept out
+//!   of `cargo test` so that the tests pass on machines without a browser.
 //! - `bench [ARGS]`: runs the criterion benchmarks (release build); extra arguments go to
 //!   the benchmark binaries (e.g. a name filter).
 
@@ -18,7 +21,9 @@ use anyhow::{Context, bail};
 
 mod codegen;
 mod demo;
+mod e2e;
 mod http;
+mod stack;
 mod tidy;
 mod util;
 
@@ -30,6 +35,8 @@ tasks:
   ci                  run the cargo steps of .ci/run: fmt check, clippy, tests, demo smoke
   bench [ARGS]        run the criterion benchmarks (ARGS go to the bench binaries)
   demo [--smoke]      build and start the test apps and the gateway, then tour it
+  e2e [--update-docs-screenshot]
+                      test the host page in headless Chromium (needs chromium, chromium-driver)
 ";
 
 fn main() -> ExitCode {
@@ -57,6 +64,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         "ci" => ci(&root, rest),
         "bench" => bench(&root, rest),
         "demo" => demo::run(&root, rest),
+        "e2e" => e2e::run(&root, rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())

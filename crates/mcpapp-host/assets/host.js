@@ -84,6 +84,7 @@ const state = {
   toolIndex: new Map(),
   clients: new Map(),
   views: new Set(),
+  closedViews: [],
   appEvents: [],
   modelContexts: new Map(),
   chatBusy: false,
@@ -556,6 +557,10 @@ async function closeView(view, reason) {
   renderComposerNotes();
   await view.teardown(reason);
   state.views.delete(view);
+  state.closedViews.push(view.describe());
+  if (state.closedViews.length > 20) {
+    state.closedViews.shift();
+  }
   record("view", "closed " + view.appId + "/" + view.tool.name + " (" + view.teardownOutcome + ")");
 }
 
@@ -994,7 +999,7 @@ poll();
 Object.defineProperty(window, "mcpappHost", {
   value: Object.freeze({
     sessionId: () => state.sessionId,
-    views: () => Array.from(state.views, (v) => v.describe()),
+    views: () => state.closedViews.concat(Array.from(state.views, (v) => v.describe())),
     log: () => state.log.slice(),
     toolIndex: () => Array.from(state.toolIndex.keys()),
   }),

@@ -133,11 +133,13 @@ export class ViewBridge {
     this.displayMode = "inline";
     this.appInfo = null;
     this.appCapabilities = {};
+    this.declaresFullscreen = false;
     this.context = null;
     this.sandboxOrigin = null;
     this.policy = null;
     this.inlineHeight = INITIAL_HEIGHT;
     this.sent = [];
+    this.contextChanges = [];
     this.teardownOutcome = null;
     this.abort = new AbortController();
     this.proxyReady = null;
@@ -450,7 +452,8 @@ export class ViewBridge {
     const declared = Array.isArray(this.appCapabilities.availableDisplayModes)
       ? this.appCapabilities.availableDisplayModes
       : [];
-    this.fullscreenButton.hidden = !declared.includes("fullscreen");
+    this.declaresFullscreen = declared.includes("fullscreen");
+    this.fullscreenButton.hidden = !this.declaresFullscreen;
     const protocolVersion = SUPPORTED_APP_VERSIONS.includes(params.protocolVersion)
       ? params.protocolVersion
       : APP_PROTOCOL_VERSION;
@@ -624,7 +627,7 @@ export class ViewBridge {
     document.body.classList.toggle("has-fullscreen-view", full);
     this.fullscreenButton.setAttribute("aria-pressed", String(full));
     this.fullscreenButton.textContent = full ? "Exit fullscreen" : "Fullscreen";
-    this.fullscreenButton.hidden = !full && this.fullscreenButton.hidden;
+    this.fullscreenButton.hidden = !(full || this.declaresFullscreen);
     if (this.iframe) {
       this.iframe.style.height = full ? "" : this.inlineHeight + "px";
     }
@@ -655,6 +658,7 @@ export class ViewBridge {
       }
     }
     if (Object.keys(changed).length && this.initialized && !this.closed) {
+      this.contextChanges.push(Object.keys(changed));
       this.notify("ui/notifications/host-context-changed", changed);
     }
   }
@@ -813,6 +817,7 @@ export class ViewBridge {
       initialized: this.initialized,
       displayMode: this.displayMode,
       sent: this.sent.slice(),
+      contextChanges: this.contextChanges.map((keys) => keys.slice()),
       teardown: this.teardownOutcome,
       appInfo: this.appInfo,
     };

@@ -24,6 +24,9 @@ async fn the_page_and_its_assets_are_served_without_a_token() {
     for (path, kind) in [
         ("/", "text/html"),
         ("/assets/host.js", "text/javascript"),
+        ("/assets/api.js", "text/javascript"),
+        ("/assets/mcp-client.js", "text/javascript"),
+        ("/assets/view-bridge.js", "text/javascript"),
         ("/assets/host.css", "text/css"),
     ] {
         let response = reqwest::get(format!("{}{path}", gateway.url))
@@ -45,6 +48,59 @@ async fn the_page_and_its_assets_are_served_without_a_token() {
             .status(),
         404
     );
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_page_frames_only_the_sandbox_and_cannot_be_framed() {
+    let gateway = Gateway::start(AppsDir::new(), |_| {}).await;
+    let response = reqwest::get(format!("{}/", gateway.url)).await.unwrap();
+    let header = |name: &str| {
+        response.headers()[name]
+            .to_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let csp = header("content-security-policy");
+    assert!(
+        csp.contains(&format!("frame-src {};", gateway.sandbox_url)),
+        "{csp}"
+    );
+    for directive in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+        "object-src 'none'",
+    ] {
+        assert!(csp.contains(directive), "{directive} missing from {csp}");
+    }
+    assert_eq!(header("referrer-policy"), "no-referrer");
+    let html = response.text().await.unwrap();
+    assert!(html.contains(r#"<script type="module" src="/assets/host.js">"#));
+    // Every module a served script imports is served too, so the page loads whole.
+    let mut pending = vec!["host.js".to_owned()];
+    let mut seen = Vec::new();
+    while let Some(file) = pending.pop() {
+        if seen.contains(&file) {
+            continue;
+        }
+        let response = reqwest::get(format!("{}/assets/{file}", gateway.url))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{file} is imported but not served");
+        let source = response.text().await.unwrap();
+        for line in source.lines().filter(|l| l.starts_with("import ")) {
+            let target = line
+                .split(" from \"./")
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or_else(|| panic!("{file}: unexpected import {line}"));
+            pending.push(target.to_owned());
+        }
+        seen.push(file);
+    }
+    assert_eq!(seen.len(), 4, "{seen:?}");
     gateway.shutdown().await;
 }
 
