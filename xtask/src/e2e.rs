@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::http;
-use crate::stack::{self, Group, Program, Running, StackOptions, target_dir};
+use crate::stack::{self, Group, Program, Running, StackOptions, Stdout, target_dir};
 
 /// The gateway's token in the test (the page must take it from `?token=`).
 const TOKEN: &str = "e2e-token-7f3a";
@@ -151,10 +151,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         println!("updated {}", docs.display());
     }
     println!("\nscreenshot: {}", screenshot.display());
-    println!(
-        "e2e took {:.1} s in all",
-        started.elapsed().as_secs_f64()
-    );
+    println!("e2e took {:.1} s in all", started.elapsed().as_secs_f64());
     println!("e2e: {} passed, 0 failed", checks.passed);
     Ok(())
 }
@@ -233,7 +230,7 @@ fn start_chromedriver(driver: &Path, logs: &Path) -> anyhow::Result<(Running, St
         },
         // Its own group: stopping it also stops the browser it started.
         Group::Own,
-        false,
+        Stdout::Discarded,
     )?;
     let url = format!("http://127.0.0.1:{port}");
     let deadline = Instant::now() + PATIENCE;
@@ -280,9 +277,8 @@ async fn connect(driver_url: &str, chromium: &Path, profile: &Path) -> anyhow::R
     let Value::Object(capabilities) = capabilities else {
         bail!("capabilities are not an object");
     };
-    let mut builder = fantoccini::ClientBuilder::new(
-        hyper_util::client::legacy::connect::HttpConnector::new(),
-    );
+    let mut builder =
+        fantoccini::ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new());
     builder.capabilities(capabilities);
     builder
         .connect(driver_url)
@@ -318,11 +314,17 @@ impl WebDriverCompatibleCommand for BrowserLog {
         base_url: &url::Url,
         session_id: Option<&str>,
     ) -> Result<url::Url, url::ParseError> {
-        base_url.join(&format!("session/{}/se/log", session_id.unwrap_or_default()))
+        base_url.join(&format!(
+            "session/{}/se/log",
+            session_id.unwrap_or_default()
+        ))
     }
 
     fn method_and_body(&self, _: &url::Url) -> (::http::Method, Option<String>) {
-        (::http::Method::POST, Some(r#"{"type":"browser"}"#.to_owned()))
+        (
+            ::http::Method::POST,
+            Some(r#"{"type":"browser"}"#.to_owned()),
+        )
     }
 }
 
@@ -437,7 +439,10 @@ async fn enter_view(client: &Client, id: &str) -> anyhow::Result<()> {
             .map_err(|e| e.to_string()))
     })
     .await?;
-    outer.enter_frame().await.context("entering the sandbox frame")?;
+    outer
+        .enter_frame()
+        .await
+        .context("entering the sandbox frame")?;
     let inner = wait_for("the view's inner frame", || async {
         Ok(client
             .find(Locator::Css("iframe"))
@@ -445,7 +450,10 @@ async fn enter_view(client: &Client, id: &str) -> anyhow::Result<()> {
             .map_err(|e| e.to_string()))
     })
     .await?;
-    inner.enter_frame().await.context("entering the view frame")?;
+    inner
+        .enter_frame()
+        .await
+        .context("entering the view frame")?;
     Ok(())
 }
 
@@ -489,17 +497,31 @@ async fn full_page_screenshot(client: &Client, path: &Path) -> anyhow::Result<()
     .await?
     .as_u64()
     .unwrap_or(u64::from(WINDOW.1));
-    let outer = js(client, "return window.outerHeight - window.innerHeight;", vec![])
-        .await?
-        .as_u64()
-        .unwrap_or(0);
+    let outer = js(
+        client,
+        "return window.outerHeight - window.innerHeight;",
+        vec![],
+    )
+    .await?
+    .as_u64()
+    .unwrap_or(0);
     let height = u32::try_from((needed + outer).min(6000)).unwrap_or(WINDOW.1);
     client.set_window_size(WINDOW.0, height).await?;
     wait_js(
         client,
         "the window to take its new size",
         "return window.innerHeight;",
-        |v| v.as_u64().is_some_and(|h| h + outer >= u64::from(height) - 2),
+        |v| {
+            v.as_u64()
+                .is_some_and(|h| h + outer >= u64::from(height) - 2)
+        },
+    )
+    .await?;
+    js(
+        client,
+        "document.getElementById('transcript-box').scrollTop = 0; \
+         document.querySelector('.apps-panel').scrollTop = 0;",
+        vec![],
     )
     .await?;
     let png = client.screenshot().await?;
@@ -511,7 +533,10 @@ async fn full_page_screenshot(client: &Client, path: &Path) -> anyhow::Result<()
 /// Saves the browser console and fails on errors the host page caused (the one expected error
 /// is the CSP violation the test provoked in the view).
 async fn console_is_clean(client: &Client, ctx: &Ctx, checks: &mut Checks) -> anyhow::Result<()> {
-    let log = client.issue_cmd(BrowserLog).await.context("reading the browser console")?;
+    let log = client
+        .issue_cmd(BrowserLog)
+        .await
+        .context("reading the browser console")?;
     let path = ctx.out.join("browser-console.json");
     std::fs::write(&path, serde_json::to_string_pretty(&log)?)
         .with_context(|| format!("writing {}", path.display()))?;
@@ -558,8 +583,11 @@ async fn save_failure(client: &Client, out: &Path, err: &anyhow::Error) {
     }
     let console = out.join("browser-console.json");
     if let Ok(log) = client.issue_cmd(BrowserLog).await
-        && std::fs::write(&console, serde_json::to_string_pretty(&log).unwrap_or_default())
-            .is_ok()
+        && std::fs::write(
+            &console,
+            serde_json::to_string_pretty(&log).unwrap_or_default(),
+        )
+        .is_ok()
     {
         eprintln!("  browser console: {}", console.display());
     }
@@ -624,7 +652,12 @@ async fn open_page(client: &Client, ctx: &Ctx, checks: &mut Checks) -> anyhow::R
         })
     })
     .await?;
-    let stored = js(client, "return sessionStorage.getItem('mcpapp.token');", vec![]).await?;
+    let stored = js(
+        client,
+        "return sessionStorage.getItem('mcpapp.token');",
+        vec![],
+    )
+    .await?;
     ensure!(stored == TOKEN, "the token was not kept: {stored}");
     checks.pass(&format!(
         "the page moved ?token= into sessionStorage ({url} has none)"
@@ -663,22 +696,17 @@ async fn dashboard_from_chat(client: &Client, checks: &mut Checks) -> anyhow::Re
     click(client, "#chat-send").await?;
     let card = format!(".msg-tool[data-tool-name=\"{DASHBOARD}\"]");
     let id = wait_for("the chat to call the dashboard tool", || async {
-        let id = js(
+        let seen = js(
             client,
             "const e = document.querySelector(arguments[0]); \
-             return e ? e.dataset.toolCallId : document.getElementById('transcript').innerText;",
+             return e ? { id: e.dataset.toolCallId } \
+               : { transcript: document.getElementById('transcript').innerText };",
             vec![json!(card)],
         )
         .await?;
-        let found = js(
-            client,
-            "return document.querySelector(arguments[0]) !== null;",
-            vec![json!(card)],
-        )
-        .await?;
-        Ok(match (found, id) {
-            (Value::Bool(true), Value::String(id)) => Ok(id),
-            (_, seen) => Err(format!("transcript: {seen}")),
+        Ok(match seen["id"].as_str() {
+            Some(id) => Ok(id.to_owned()),
+            None => Err(format!("transcript: {}", seen["transcript"])),
         })
     })
     .await?;
@@ -747,9 +775,12 @@ async fn inside_the_view(
     );
     click(client, "[data-adjust=\"1:1:+1\"]").await?;
     let after = before + 1;
-    wait_text(client, "the quantity to change", "[data-qty=\"1:1\"]", |t| {
-        t == after.to_string()
-    })
+    wait_text(
+        client,
+        "the quantity to change",
+        "[data-qty=\"1:1\"]",
+        |t| t == after.to_string(),
+    )
     .await?;
     let message = text(client, "#message").await?;
     ensure!(
@@ -773,7 +804,7 @@ async fn inside_the_view(
     .await?;
     let refreshed = text(client, "[data-qty=\"1:1\"]").await?;
     ensure!(
-        refreshed == after.to_string(),
+        refreshed.as_str().and_then(|t| t.parse::<i64>().ok()) == Some(after),
         "after refresh the view shows {refreshed}"
     );
     checks.pass("the app-only refresh_dashboard works from the view");
@@ -796,7 +827,12 @@ async fn inside_the_view(
     Ok(())
 }
 
-async fn isolation(client: &Client, ctx: &Ctx, id: &str, checks: &mut Checks) -> anyhow::Result<()> {
+async fn isolation(
+    client: &Client,
+    ctx: &Ctx,
+    id: &str,
+    checks: &mut Checks,
+) -> anyhow::Result<()> {
     enter_view(client, id).await?;
     let probe = js(
         client,
@@ -892,7 +928,8 @@ async fn host_side(client: &Client, id: &str, checks: &mut Checks) -> anyhow::Re
         "the view's appInfo: {}",
         record["appInfo"]
     );
-    checks.pass("after ui/initialize the host sent tool-input once, then tool-result, nothing else");
+    checks
+        .pass("after ui/initialize the host sent tool-input once, then tool-result, nothing else");
 
     let calls = js(
         client,
@@ -1168,7 +1205,11 @@ async fn run_action(client: &Client, checks: &mut Checks) -> anyhow::Result<()> 
         vec![],
     )
     .await?;
-    click(client, "[data-app-id=\"grocery-inventory\"] .app-tools summary").await?;
+    click(
+        client,
+        "[data-app-id=\"grocery-inventory\"] .app-tools summary",
+    )
+    .await?;
     wait_js(
         client,
         "the tool list",
@@ -1242,6 +1283,28 @@ async fn teardown(client: &Client, id: &str, checks: &mut Checks) -> anyhow::Res
         "the last message to the view: {}",
         record["sent"]
     );
-    checks.pass("closing sent ui/resource-teardown, waited for the answer, then removed the frames");
+    checks
+        .pass("closing sent ui/resource-teardown, waited for the answer, then removed the frames");
+
+    let session = js(client, "return window.mcpappHost.sessionId();", vec![]).await?;
+    click(client, "#new-chat").await?;
+    let after = wait_js(
+        client,
+        "a new conversation",
+        "const open = window.mcpappHost.views().filter((v) => v.state !== 'closed'); \
+         return open.length === 0 && document.querySelectorAll('#transcript > li').length === 0 \
+           ? { session: window.mcpappHost.sessionId(), \
+               teardowns: window.mcpappHost.views().map((v) => v.teardown) } : null;",
+        Value::is_object,
+    )
+    .await?;
+    ensure!(
+        after["session"] != session
+            && after["teardowns"]
+                .as_array()
+                .is_some_and(|t| t.len() == 2 && t.iter().all(|t| t == "answered")),
+        "new conversation: {after} (was session {session})"
+    );
+    checks.pass("a new conversation tore down the other view (answered) and started a new session");
     Ok(())
 }

@@ -4,8 +4,9 @@
 //! Tasks:
 //! - `codegen [--check]`: regenerates the committed JSON Schemas under `docs/schema/`; with
 //!   `--check`, fails when they are stale instead.
-//! - `ci`: the cargo steps of `.ci/run` (format check, clippy, tests, the demo's smoke run),
-//!   in the same order.
+//! - `ci`: the steps of `.ci/run` (format check, clippy, tests, the demo's smoke run,
+//!   Chromium installed when missing and running as root, the browser tests), in the same
+//!   order.
 //! - `demo [--smoke]`: builds and starts the test apps and the gateway and tours it; with
 //!   `--smoke`, checks the tour and exits (CI runs this).
 //! - `e2e [--update-docs-screenshot]`: the host page in headless Chromium through WebDriver
@@ -32,7 +33,7 @@ usage: cargo xtask <task>
 
 tasks:
   codegen [--check]   regenerate docs/schema/*.json (or check they are current)
-  ci                  run the cargo steps of .ci/run: fmt check, clippy, tests, demo smoke
+  ci                  run the steps of .ci/run: fmt check, clippy, tests, demo smoke, e2e
   bench [ARGS]        run the criterion benchmarks (ARGS go to the bench binaries)
   demo [--smoke]      build and start the test apps and the gateway, then tour it
   e2e [--update-docs-screenshot]
@@ -94,7 +95,32 @@ fn ci(root: &Path, args: &[String]) -> anyhow::Result<()> {
     for step in steps {
         util::cargo(root, step)?;
     }
-    Ok(())
+    ensure_browser()?;
+    util::cargo(root, &["xtask", "e2e"])
+}
+
+/// Chromium and its WebDriver for `e2e`, as `.ci/run` gets them: installed from Debian when
+/// missing and running as root, otherwise a clear error saying how.
+fn ensure_browser() -> anyhow::Result<()> {
+    const PACKAGES: &str = "chromium chromium-driver";
+    if Path::new("/usr/bin/chromium").is_file() && Path::new("/usr/bin/chromedriver").is_file() {
+        return Ok(());
+    }
+    if !nix::unistd::Uid::effective().is_root() {
+        bail!(
+            "the browser tests need Chromium: as root, run \
+             apt-get install -y --no-install-recommends {PACKAGES}"
+        );
+    }
+    println!("\n==> installing {PACKAGES}");
+    util::run("apt-get", &["update"], &[])?;
+    let mut install = vec!["install", "-y", "--no-install-recommends"];
+    install.extend(PACKAGES.split(' '));
+    util::run(
+        "apt-get",
+        &install,
+        &[("DEBIAN_FRONTEND", "noninteractive")],
+    )
 }
 
 /// Runs every benchmark of the workspace in release mode.

@@ -27,6 +27,15 @@ pub(crate) enum Group {
     Own,
 }
 
+/// What happens to a started program's stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stdout {
+    /// Piped to xtask (see [`start_listening`]).
+    Piped,
+    /// Discarded.
+    Discarded,
+}
+
 /// A program to start.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Program<'a> {
@@ -51,8 +60,12 @@ pub(crate) struct Running {
 }
 
 impl Running {
-    /// Starts `program` with stdout piped (see [`start_listening`]) or discarded.
-    pub(crate) fn start(program: &Program<'_>, group: Group, pipe_stdout: bool) -> anyhow::Result<Self> {
+    /// Starts `program`.
+    pub(crate) fn start(
+        program: &Program<'_>,
+        group: Group,
+        stdout: Stdout,
+    ) -> anyhow::Result<Self> {
         let log = program.log;
         let log_file =
             std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
@@ -61,7 +74,10 @@ impl Running {
             .args(program.args)
             .envs(program.envs.iter().copied())
             .stdin(Stdio::null())
-            .stdout(if pipe_stdout { Stdio::piped() } else { Stdio::null() })
+            .stdout(match stdout {
+                Stdout::Piped => Stdio::piped(),
+                Stdout::Discarded => Stdio::null(),
+            })
             .stderr(log_file);
         if group == Group::Own {
             std::os::unix::process::CommandExt::process_group(&mut command, 0);
@@ -115,7 +131,7 @@ impl Drop for Running {
 
 /// Starts `program` in xtask's process group and waits for its `listening on URL` line.
 pub(crate) fn start_listening(program: &Program<'_>) -> anyhow::Result<(Running, String)> {
-    let mut running = Running::start(program, Group::Inherit, true)?;
+    let mut running = Running::start(program, Group::Inherit, Stdout::Piped)?;
     let stdout = running.child.stdout.take().context("no stdout")?;
     let mut reader = BufReader::new(stdout);
     let mut line = String::new();
@@ -264,7 +280,6 @@ fn tools_registered(base: &str, apps: &Value, headers: &[(&str, &str)]) -> anyho
     }
     Ok(true)
 }
-
 
 /// Builds the binaries the stack runs.
 pub(crate) fn build(root: &Path) -> anyhow::Result<()> {

@@ -21,3 +21,19 @@ pub(crate) fn cargo(root: &Path, args: &[&str]) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Runs `program args` with extra environment variables, echoing the command line.
+pub(crate) fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> anyhow::Result<()> {
+    println!("\n==> {program} {}", args.join(" "));
+    // xtask is the workspace's script runner; starting programs is its job.
+    #[allow(clippy::disallowed_methods)]
+    let status = Command::new(program)
+        .args(args)
+        .envs(envs.iter().copied())
+        .status()
+        .with_context(|| format!("starting {program}"))?;
+    if !status.success() {
+        bail!("`{program} {}` failed ({status})", args.join(" "));
+    }
+    Ok(())
+}

@@ -88,6 +88,7 @@ const state = {
   appEvents: [],
   modelContexts: new Map(),
   chatBusy: false,
+  chatAbort: null,
   queue: [],
   log: [],
   unauthorized: false,
@@ -124,9 +125,10 @@ function applyTheme(theme) {
 // ---- Auth -----------------------------------------------------------------------------------
 
 function showTokenForm(show) {
+  const appearing = show && !state.unauthorized;
   state.unauthorized = show;
   $("#token-banner").hidden = !show;
-  if (show) {
+  if (appearing) {
     $("#token-input").focus();
   }
 }
@@ -732,6 +734,8 @@ async function chatTurn(message, options) {
   const calls = new Map();
   let assistant = null;
   let sawText = false;
+  const abort = new AbortController();
+  state.chatAbort = abort;
   try {
     const body = { message, sessionId: state.sessionId };
     if (appEvents.length) {
@@ -744,6 +748,7 @@ async function chatTurn(message, options) {
       method: "POST",
       headers: authHeaders({ "Content-Type": "application/json", Accept: "text/event-stream" }),
       body: JSON.stringify(body),
+      signal: abort.signal,
     });
     if (!response.ok) {
       state.appEvents.unshift(...appEvents);
@@ -818,8 +823,11 @@ async function chatTurn(message, options) {
       }
     }
   } catch (err) {
-    errorEntry("The chat stream broke: " + err.message);
+    if (!abort.signal.aborted) {
+      errorEntry("The chat stream broke: " + err.message);
+    }
   } finally {
+    state.chatAbort = null;
     for (const entry of calls.values()) {
       if (!entry.done) {
         entry.finish("The turn ended before this tool call finished.", true);
@@ -836,7 +844,9 @@ async function chatTurn(message, options) {
 async function attachChatView(entry, event) {
   let known = state.toolIndex.get(event.name);
   if (!known) {
-    // A tool the page has not seen yet (an app just started): look again once.
+    // A tool the page has not seen yet (an app just started, or its tools were registered
+    // for the agent after the page read it): read the apps again, once.
+    state.details.clear();
     known = (await rebuildToolIndex()).get(event.name);
   }
   if (known && known.tool.uiResourceUri) {
@@ -881,6 +891,11 @@ async function runTool(target, args) {
 }
 
 async function newConversation() {
+  state.queue = [];
+  if (state.chatAbort) {
+    // Leaving the stream cancels the turn on the gateway.
+    state.chatAbort.abort();
+  }
   const views = Array.from(state.views);
   await Promise.all(views.map((v) => closeView(v, "a new conversation started")));
   for (const client of state.clients.values()) {

@@ -12,6 +12,11 @@
 //! | `/apps/mcp/{appId}` | Streamable HTTP MCP for app views, sharing the app's upstream session |
 //! | `/mcp` | one MCP server with every model-visible app tool, for external clients |
 //!
+//! The sandbox listener ([`Host::sandbox_router`], a second port and so another origin)
+//! serves only `/sandbox.html?view=TOKEN`: the outer frame of an app view, with the view's CSP
+//! as a header. The page (`assets/`, hand-written ES modules embedded in the binary) speaks the
+//! MCP Apps view protocol to views; `docs/architecture.md` describes it.
+//!
 //! Every route checks `Host` and `Origin` against DNS rebinding, answers CORS for the allowed
 //! origins, requires the bearer token when one is configured, and refuses bodies over the
 //! limit (413). This is the only crate that knows HTTP servers.

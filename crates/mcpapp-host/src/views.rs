@@ -30,8 +30,16 @@ const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
 const ASSETS: [(&str, &str, &str); 5] = [
     ("host.js", JAVASCRIPT, include_str!("../assets/host.js")),
     ("api.js", JAVASCRIPT, include_str!("../assets/api.js")),
-    ("mcp-client.js", JAVASCRIPT, include_str!("../assets/mcp-client.js")),
-    ("view-bridge.js", JAVASCRIPT, include_str!("../assets/view-bridge.js")),
+    (
+        "mcp-client.js",
+        JAVASCRIPT,
+        include_str!("../assets/mcp-client.js"),
+    ),
+    (
+        "view-bridge.js",
+        JAVASCRIPT,
+        include_str!("../assets/view-bridge.js"),
+    ),
     (
         "host.css",
         "text/css; charset=utf-8",
