@@ -69,8 +69,14 @@ fn start_listening(
         .with_context(|| format!("starting {}", program.display()))?;
     let stdout = child.stdout.take().context("no stdout")?;
     let mut running = Running { name, child };
+    let mut reader = BufReader::new(stdout);
     let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
+    reader.read_line(&mut line)?;
+    // Keep reading what else it prints, so it never writes into a closed pipe.
+    std::thread::spawn(move || {
+        let mut sink = std::io::sink();
+        let _ = std::io::copy(&mut reader, &mut sink);
+    });
     let Some(url) = line.trim().strip_prefix("listening on ") else {
         running.stop();
         bail!(
