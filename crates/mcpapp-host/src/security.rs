@@ -65,6 +65,30 @@ fn forbidden(message: &str) -> Response {
         .into_response()
 }
 
+/// Refuses a `Host` that is neither a loopback name, a configured host, nor the address the
+/// gateway is bound to: a page on another site that resolves its own name to 127.0.0.1 (DNS
+/// rebinding) sends its own name here.
+fn refuse_host(config: &HostConfig, request: &Request) -> Option<Response> {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
+    let name = host_name(host);
+    let loopback = matches!(name.as_str(), "localhost" | "127.0.0.1" | "::1");
+    let listed = config
+        .allowed_hosts
+        .iter()
+        .any(|h| h.eq_ignore_ascii_case(&name));
+    let bound =
+        !config.local_addr.ip().is_unspecified() && config.local_addr.ip().to_string() == name;
+    (!(loopback || listed || bound)).then(|| {
+        forbidden(&format!(
+            "host '{host}' is not allowed (DNS rebinding protection)"
+        ))
+    })
+}
+
 /// Checks `Host` (without a token, only loopback names and configured hosts) and `Origin`
 /// (only allowed origins) before anything else runs.
 pub(crate) async fn guard(
@@ -72,25 +96,11 @@ pub(crate) async fn guard(
     request: Request,
     next: Next,
 ) -> Response {
-    if config.auth_token.is_none() {
-        let host = request
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or_default();
-        let name = host_name(host);
-        let loopback = matches!(name.as_str(), "localhost" | "127.0.0.1" | "::1");
-        let listed = config
-            .allowed_hosts
-            .iter()
-            .any(|h| h.eq_ignore_ascii_case(&name));
-        let bound =
-            !config.local_addr.ip().is_unspecified() && config.local_addr.ip().to_string() == name;
-        if !(loopback || listed || bound) {
-            return forbidden(&format!(
-                "host '{host}' is not allowed (DNS rebinding protection)"
-            ));
-        }
+    // With a token, a rebinding page cannot authenticate anyway.
+    if config.auth_token.is_none()
+        && let Some(refusal) = refuse_host(&config, &request)
+    {
+        return refusal;
     }
     if let Some(origin) = request.headers().get(header::ORIGIN) {
         let origin = origin
@@ -111,23 +121,10 @@ pub(crate) async fn guard_host(
     request: Request,
     next: Next,
 ) -> Response {
-    let host = request
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or_default();
-    let name = host_name(host);
-    let loopback = matches!(name.as_str(), "localhost" | "127.0.0.1" | "::1");
-    let listed = config
-        .allowed_hosts
-        .iter()
-        .any(|h| h.eq_ignore_ascii_case(&name));
-    if !(loopback || listed) {
-        return forbidden(&format!(
-            "host '{host}' is not allowed (DNS rebinding protection)"
-        ));
+    match refuse_host(&config, &request) {
+        Some(refusal) => refusal,
+        None => next.run(request).await,
     }
-    next.run(request).await
 }
 
 /// The host name of a `Host` header value, without port or brackets, in lower case.

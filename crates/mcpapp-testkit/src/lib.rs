@@ -52,10 +52,13 @@ pub fn bin(name: &str) -> PathBuf {
     let mut built = BUILT.lock().unwrap();
     if !built.iter().any(|b| b == name) {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let status = Command::new(cargo)
-            .args(["build", "-p", package_of(name), "--bin", name])
-            .status()
-            .expect("cargo runs");
+        let mut command = Command::new(cargo);
+        command.args(["build", "-p", package_of(name), "--bin", name]);
+        // Benchmarks run from target/release and want release binaries beside them.
+        if !cfg!(debug_assertions) {
+            command.arg("--release");
+        }
+        let status = command.status().expect("cargo runs");
         assert!(status.success(), "building {name} failed");
         built.push(name.to_owned());
     }

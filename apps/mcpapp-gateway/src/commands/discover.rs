@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use mcpapp_discovery::{Diagnostic, DiscoveredApp};
 use mcpapp_manifest::{Lifecycle, Severity, Transport};
 use serde::Serialize;
+use std::io::Write;
 
 use crate::cli::DiscoverArgs;
 
@@ -67,14 +68,19 @@ pub(crate) fn run(args: &DiscoverArgs) -> anyhow::Result<ExitCode> {
             apps: report.apps.iter().map(app_json).collect(),
             diagnostics,
         };
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
     } else {
-        print_table(&report.apps, &diagnostics);
+        print_table(&mut std::io::stdout().lock(), &report.apps, &diagnostics)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_table(apps: &[DiscoveredApp], diagnostics: &[&Diagnostic]) {
+fn print_table(
+    out: &mut impl Write,
+    apps: &[DiscoveredApp],
+    diagnostics: &[&Diagnostic],
+) -> std::io::Result<()> {
     let rows: Vec<[String; 5]> = apps
         .iter()
         .map(|app| {
@@ -110,33 +116,35 @@ fn print_table(apps: &[DiscoveredApp], diagnostics: &[&Diagnostic]) {
         out
     };
     if apps.is_empty() {
-        println!("no apps found");
+        writeln!(out, "no apps found")?;
     } else {
-        println!("{}", line(&header));
+        writeln!(out, "{}", line(&header))?;
         for (app, row) in apps.iter().zip(&rows) {
-            println!("{}", line(row));
+            writeln!(out, "{}", line(row))?;
             for error in &app.state.validation_errors {
-                println!("    problem: {error}");
+                writeln!(out, "    problem: {error}")?;
             }
             for warning in &app.state.warnings {
-                println!("    warning: {warning}");
+                writeln!(out, "    warning: {warning}")?;
             }
         }
     }
     let runnable = apps.iter().filter(|a| a.spec.is_some()).count();
-    println!(
+    writeln!(
+        out,
         "\n{} app{} found, {runnable} ready to run",
         apps.len(),
         if apps.len() == 1 { "" } else { "s" }
-    );
+    )?;
     let shown: Vec<_> = diagnostics
         .iter()
         .filter(|d| d.severity > Severity::Debug)
         .collect();
     if !shown.is_empty() {
-        println!("\ndiagnostics:");
+        writeln!(out, "\ndiagnostics:")?;
         for diagnostic in shown {
-            println!("  {diagnostic}");
+            writeln!(out, "  {diagnostic}")?;
         }
     }
+    Ok(())
 }

@@ -20,6 +20,13 @@ pub(crate) fn run(command: Command) -> ExitCode {
         Command::Serve(args) => serve::run(&args),
     };
     result.unwrap_or_else(|err| {
+        // Output cut short by its reader (`| head`) is the reader's choice, not a failure.
+        if err
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+        {
+            return ExitCode::SUCCESS;
+        }
         eprintln!("error: {err:#}");
         ExitCode::from(EXIT_BAD_CONFIG)
     })

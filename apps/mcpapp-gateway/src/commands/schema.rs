@@ -11,6 +11,7 @@ pub(crate) fn run(args: &SchemaArgs) -> ExitCode {
         SchemaChoice::Manifest => SchemaKind::Manifest,
         SchemaChoice::Config => SchemaKind::Config,
     };
-    print!("{}", kind.to_json());
+    // A reader that stops early (`| head`) is not an error worth a panic.
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), kind.to_json().as_bytes());
     ExitCode::SUCCESS
 }

@@ -101,8 +101,15 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
 
     // Apps start in the background; the endpoints answer at once.
     supervisor.load(&report);
-    println!("listening on http://{local}");
-    println!("sandbox on http://{sandbox_local}");
+    // Whoever reads these lines may stop reading (and close the pipe) afterwards; that must
+    // not take the gateway down, so write errors are ignored rather than panicking.
+    {
+        use std::io::Write;
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "listening on http://{local}");
+        let _ = writeln!(stdout, "sandbox on http://{sandbox_local}");
+        let _ = stdout.flush();
+    }
     info!(
         "mcpapp gateway listening on http://{local} (open http://{local}/ in a browser); app views are sandboxed on http://{sandbox_local}"
     );

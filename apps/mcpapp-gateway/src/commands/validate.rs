@@ -3,6 +3,8 @@
 
 use std::process::ExitCode;
 
+use std::io::Write;
+
 use mcpapp_discovery::Discovery;
 use mcpapp_manifest::{McpAppsConfig, Severity};
 
@@ -43,7 +45,10 @@ pub(crate) fn run(args: &ValidateArgs) -> ExitCode {
             errors += 1;
         }
         if diagnostic.severity >= Severity::Warning {
-            println!("{diagnostic}");
+            // A reader that stops early (`| head`) is not an error worth a panic.
+            if writeln!(std::io::stdout(), "{diagnostic}").is_err() {
+                break;
+            }
         }
     }
     let invalid_apps = report.apps.iter().filter(|a| !a.state.is_valid).count();

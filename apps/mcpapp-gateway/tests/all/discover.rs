@@ -317,3 +317,33 @@ fn an_unreadable_folder_is_a_diagnostic_and_the_rest_is_scanned() {
         "{problem}"
     );
 }
+
+/// A reader that stops early (`mcpapp-gateway discover | head -1`) gets no panic.
+#[test]
+fn a_closed_stdout_is_not_a_crash() {
+    use std::io::{BufRead, BufReader};
+    let tree = Tree::new();
+    for i in 0..2000 {
+        tree.write(
+            &format!("apps/a{i}/openclaw.mcpapp.json"),
+            &format!(r#"{{"id":"a{i}","command":"x"}}"#),
+        );
+    }
+    // Tests start the binary under test; that is their job.
+    #[allow(clippy::disallowed_methods)]
+    let mut child = std::process::Command::new(crate::GATEWAY)
+        .args(["discover", "--path", "apps"])
+        .current_dir(tree.root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("ID"), "{first}");
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{:?}", output.status);
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("panicked"));
+}

@@ -141,3 +141,22 @@ fn serve_runs_apps_and_stops_them_all_on_sigterm() {
         live_in_groups(&groups)
     );
 }
+
+#[test]
+fn serve_refuses_a_remote_address_without_a_token() {
+    let tree = Tree::new();
+    // Tests start the binary under test; that is their job.
+    #[allow(clippy::disallowed_methods)]
+    let output = Command::new(GATEWAY)
+        .args(["serve", "--bind", "0.0.0.0:0", "--path", "apps"])
+        .current_dir(tree.root())
+        .env_remove("MCPAPP_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("refusing to listen on 0.0.0.0:0 without an auth token"),
+        "{stderr}"
+    );
+}

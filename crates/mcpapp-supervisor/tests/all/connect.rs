@@ -359,3 +359,34 @@ async fn an_older_negotiated_protocol_is_a_warning() {
     );
     supervisor.shutdown().await;
 }
+
+/// `https://` URLs go through TLS (the client is built with it): against a plain-HTTP server
+/// the TLS handshake fails, rather than the URL being refused.
+#[tokio::test]
+async fn https_urls_use_tls() {
+    let server = HttpApp::start("fixture-app", &[]);
+    let apps = AppsDir::new();
+    apps.http_app(
+        "tls",
+        &server.url.replace("http://", "https://"),
+        r#"{"startupTimeoutSeconds": 5}"#,
+    );
+    let mut policy = fast_policy();
+    policy.auto_restart = false;
+    let supervisor = supervise(&apps.discover(), policy);
+    let app = supervisor.get("tls").unwrap();
+    wait_state(&app, Lifecycle::Failed).await;
+    let error = app
+        .snapshot()
+        .state
+        .last_error
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(!error.contains("scheme"), "{error}");
+    // rustls reads the plain-HTTP answer as a TLS record and rejects it.
+    assert!(
+        error.contains("corrupt message") || error.contains("tls") || error.contains("handshake"),
+        "{error}"
+    );
+    supervisor.shutdown().await;
+}
