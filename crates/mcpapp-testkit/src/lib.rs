@@ -113,6 +113,20 @@ impl Drop for HttpApp {
     }
 }
 
+/// How a test app is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Over {
+    /// A child process the supervisor starts, speaking MCP on stdio.
+    Stdio,
+    /// A Streamable HTTP server the test starts on a free loopback port.
+    Http,
+}
+
+impl Over {
+    /// Both transports, for tests that must hold over each.
+    pub const BOTH: [Over; 2] = [Over::Stdio, Over::Http];
+}
+
 /// A temporary folder of app folders, each with a manifest.
 #[derive(Debug)]
 pub struct AppsDir {
@@ -171,6 +185,22 @@ impl AppsDir {
         });
         merge(&mut manifest, extra);
         self.manifest(id, &manifest)
+    }
+
+    /// Adds app `id` running the test binary `bin_name` over `over`. For HTTP the server is
+    /// started here and returned: keep it alive as long as the app should be reachable.
+    pub fn test_app(&self, id: &str, bin_name: &str, over: Over) -> Option<HttpApp> {
+        match over {
+            Over::Stdio => {
+                self.stdio_app(id, &bin(bin_name), &["stdio"], "{}");
+                None
+            }
+            Over::Http => {
+                let server = HttpApp::start(bin_name, &[]);
+                self.http_app(id, &server.url, "{}");
+                Some(server)
+            }
+        }
     }
 
     /// Runs discovery over this folder with default rules.

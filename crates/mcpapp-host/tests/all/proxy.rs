@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use mcpapp_manifest::Lifecycle;
-use mcpapp_testkit::{AppsDir, HttpApp, bin};
+use mcpapp_testkit::{AppsDir, Over, bin};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ElicitRequestParams, ElicitResult, ElicitationAction};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -306,13 +306,9 @@ async fn protocol_errors_have_the_right_statuses() {
 
 #[tokio::test]
 async fn resources_updated_arrives_on_the_browser_get_stream() {
-    for http in [false, true] {
-        let server = http.then(|| HttpApp::start("grocery-inventory", &[]));
+    for over in Over::BOTH {
         let apps = AppsDir::new();
-        match &server {
-            Some(server) => apps.http_app("grocery", &server.url, "{}"),
-            None => apps.stdio_app("grocery", &bin("grocery-inventory"), &["stdio"], "{}"),
-        };
+        let _server = apps.test_app("grocery", "grocery-inventory", over);
         let gateway = Gateway::start(apps, |_| {}).await;
         let session = Session::open(&gateway, "grocery", "").await;
         let stream = session
@@ -389,13 +385,9 @@ impl rmcp::ClientHandler for Accepting {
 
 #[tokio::test]
 async fn rmcp_clients_work_through_the_proxy_including_elicitation() {
-    for http in [false, true] {
-        let server = http.then(|| HttpApp::start("fixture-app", &[]));
+    for over in Over::BOTH {
         let apps = AppsDir::new();
-        match &server {
-            Some(server) => apps.http_app("fx", &server.url, "{}"),
-            None => apps.stdio_app("fx", &bin("fixture-app"), &["stdio"], "{}"),
-        };
+        let _server = apps.test_app("fx", "fixture-app", over);
         let gateway = Gateway::start(apps, |_| {}).await;
         let transport =
             StreamableHttpClientTransport::from_uri(format!("{}/apps/mcp/fx", gateway.url));

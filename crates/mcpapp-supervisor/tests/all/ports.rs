@@ -7,7 +7,7 @@ use mcpapp_manifest::Lifecycle;
 use mcpapp_supervisor::{
     AppHandle, Port, PortCapabilities, PortError, PortReply, RawMessage, Supervisor,
 };
-use mcpapp_testkit::{AppsDir, HttpApp, bin};
+use mcpapp_testkit::{AppsDir, Over, bin};
 use serde_json::{Value, json};
 
 use crate::{PATIENCE, fast_policy, supervise, wait_state};
@@ -86,13 +86,9 @@ async fn port_calls(port: &Port, who: &str) {
 
 #[tokio::test]
 async fn two_ports_and_the_agent_share_one_session_and_see_only_their_own_answers() {
-    for http in [false, true] {
-        let server = http.then(|| HttpApp::start("fixture-app", &[]));
+    for over in Over::BOTH {
         let apps = AppsDir::new();
-        match &server {
-            Some(server) => apps.http_app("shared", &server.url, "{}"),
-            None => apps.stdio_app("shared", &bin("fixture-app"), &["stdio"], "{}"),
-        };
+        let _server = apps.test_app("shared", "fixture-app", over);
         let (supervisor, app) = running(&apps, "shared").await;
         let a = open(&app, false).await;
         let b = open(&app, false).await;
@@ -119,7 +115,7 @@ async fn two_ports_and_the_agent_share_one_session_and_see_only_their_own_answer
         };
         tokio::join!(port_calls(&a, "a"), port_calls(&b, "b"), agent_calls);
         // One session: for stdio, one process served everyone.
-        if !http {
+        if over == Over::Stdio {
             assert_eq!(app.snapshot().restart_count, 0);
         }
         drop((a, b));
@@ -129,13 +125,9 @@ async fn two_ports_and_the_agent_share_one_session_and_see_only_their_own_answer
 
 #[tokio::test]
 async fn vendor_fields_and_number_spelling_survive_the_round_trip() {
-    for http in [false, true] {
-        let server = http.then(|| HttpApp::start("fixture-app", &[]));
+    for over in Over::BOTH {
         let apps = AppsDir::new();
-        match &server {
-            Some(server) => apps.http_app("vendor", &server.url, "{}"),
-            None => apps.stdio_app("vendor", &bin("fixture-app"), &["stdio"], "{}"),
-        };
+        let _server = apps.test_app("vendor", "fixture-app", over);
         let (supervisor, app) = running(&apps, "vendor").await;
         let port = open(&app, false).await;
         let replies = exchange(
@@ -170,13 +162,9 @@ async fn vendor_fields_and_number_spelling_survive_the_round_trip() {
 
 #[tokio::test]
 async fn resources_updated_reaches_every_port() {
-    for http in [false, true] {
-        let server = http.then(|| HttpApp::start("grocery-inventory", &[]));
+    for over in Over::BOTH {
         let apps = AppsDir::new();
-        match &server {
-            Some(server) => apps.http_app("grocery", &server.url, "{}"),
-            None => apps.stdio_app("grocery", &bin("grocery-inventory"), &["stdio"], "{}"),
-        };
+        let _server = apps.test_app("grocery", "grocery-inventory", over);
         let (supervisor, app) = running(&apps, "grocery").await;
         let a = open(&app, false).await;
         let b = open(&app, false).await;
@@ -219,13 +207,9 @@ async fn resources_updated_reaches_every_port() {
 
 #[tokio::test]
 async fn an_elicitation_caused_by_a_port_reaches_that_port() {
-    for http in [false, true] {
-        let server = http.then(|| HttpApp::start("fixture-app", &[]));
+    for over in Over::BOTH {
         let apps = AppsDir::new();
-        match &server {
-            Some(server) => apps.http_app("asker", &server.url, "{}"),
-            None => apps.stdio_app("asker", &bin("fixture-app"), &["stdio"], "{}"),
-        };
+        let _server = apps.test_app("asker", "fixture-app", over);
         let (supervisor, app) = running(&apps, "asker").await;
         let port = open(&app, true).await;
         let bystander = open(&app, true).await;
@@ -268,8 +252,7 @@ async fn an_elicitation_caused_by_a_port_reaches_that_port() {
         let text = response["result"]["content"][0]["text"].as_str().unwrap();
         assert!(
             text.starts_with("accepted:") && text.contains("Ada"),
-            "{response} ({})",
-            if http { "http" } else { "stdio" }
+            "{response} ({over:?})"
         );
         drop((port, bystander));
         supervisor.shutdown().await;
