@@ -172,20 +172,6 @@ fn not_running(app: &AppHandle, id: Option<&serde_json::value::RawValue>) -> Opt
     })
 }
 
-/// The capabilities a client declared in its `initialize`.
-fn declared_capabilities(message: &RawMessage) -> PortCapabilities {
-    let has = |name: &str| {
-        message
-            .get_path(&["params", "capabilities", name])
-            .is_some_and(|v| v.get() != "null")
-    };
-    PortCapabilities {
-        elicitation: has("elicitation"),
-        sampling: has("sampling"),
-        roots: has("roots"),
-    }
-}
-
 /// `POST /apps/mcp/{appId}`.
 pub(crate) async fn post(
     State(state): State<AppState>,
@@ -230,7 +216,8 @@ pub(crate) async fn post(
         if let Some(response) = not_running(&app, id.as_deref()) {
             return response;
         }
-        let port = match app.open_port(declared_capabilities(&message)).await {
+        // The port reads the client's capabilities from this initialize as it answers it.
+        let port = match app.open_port(PortCapabilities::default()).await {
             Ok(port) => port,
             Err(err) => {
                 return rpc_error(
@@ -393,6 +380,32 @@ async fn stream_reply(mut stream: ResponseStream) -> Response {
         .into_response()
 }
 
+/// The session a GET or DELETE names, or the error response to give instead.
+fn named_session(
+    state: &AppState,
+    app_id: &str,
+    headers: &HeaderMap,
+) -> Result<(String, Arc<ProxySession>), Box<Response>> {
+    find_app(state, app_id)?;
+    let Some(session_key) = session_id(headers) else {
+        return Err(Box::new(rpc_error(
+            StatusCode::BAD_REQUEST,
+            None,
+            -32600,
+            "missing Mcp-Session-Id",
+        )));
+    };
+    match state.sessions.get(&session_key, app_id) {
+        Some(session) => Ok((session_key, session)),
+        None => Err(Box::new(rpc_error(
+            StatusCode::NOT_FOUND,
+            None,
+            -32001,
+            "unknown or expired session",
+        ))),
+    }
+}
+
 /// `GET /apps/mcp/{appId}`: the session's stream of server notifications.
 pub(crate) async fn get(
     State(state): State<AppState>,
@@ -410,21 +423,9 @@ pub(crate) async fn get(
             "the Accept header must list text/event-stream",
         );
     }
-    let Some(session_key) = session_id(&headers) else {
-        return rpc_error(
-            StatusCode::BAD_REQUEST,
-            None,
-            -32600,
-            "missing Mcp-Session-Id",
-        );
-    };
-    let Some(session) = state.sessions.get(&session_key, &app_id) else {
-        return rpc_error(
-            StatusCode::NOT_FOUND,
-            None,
-            -32001,
-            "unknown or expired session",
-        );
+    let session = match named_session(&state, &app_id, &headers) {
+        Ok((_, session)) => session,
+        Err(response) => return *response,
     };
     if session.stream_open.swap(true, Ordering::SeqCst) {
         return rpc_error(
@@ -455,26 +456,12 @@ pub(crate) async fn delete(
     Path(app_id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(response) = find_app(&state, &app_id) {
-        return *response;
-    }
-    let Some(session_key) = session_id(&headers) else {
-        return rpc_error(
-            StatusCode::BAD_REQUEST,
-            None,
-            -32600,
-            "missing Mcp-Session-Id",
-        );
-    };
-    if state.sessions.get(&session_key, &app_id).is_some() && state.sessions.remove(&session_key) {
-        info!(app = %app_id, "a browser session ended");
-        StatusCode::OK.into_response()
-    } else {
-        rpc_error(
-            StatusCode::NOT_FOUND,
-            None,
-            -32001,
-            "unknown or expired session",
-        )
+    match named_session(&state, &app_id, &headers) {
+        Ok((session_key, _)) => {
+            state.sessions.remove(&session_key);
+            info!(app = %app_id, "a browser session ended");
+            StatusCode::OK.into_response()
+        }
+        Err(response) => *response,
     }
 }

@@ -4,7 +4,8 @@
 //!   it when the test run has not;
 //! - [`HttpApp`] runs a test app in HTTP mode on a free loopback port and kills it on drop;
 //! - [`AppsDir`] writes app folders with manifests and runs discovery over them;
-//! - [`live_children`] reads the process table to show which children really remain.
+//! - [`live`], [`live_in_groups`] and [`children_of`] read the process table to show which
+//!   processes really remain.
 //!
 //! ```no_run
 //! let apps = mcpapp_testkit::AppsDir::new();
@@ -230,86 +231,67 @@ fn merge(manifest: &mut serde_json::Value, extra: &str) {
     }
 }
 
+/// One row of the process table.
+struct ProcStat {
+    pid: u32,
+    ppid: u32,
+    pgrp: u32,
+    /// Not a zombie or dead: it is still running.
+    alive: bool,
+}
+
+/// Reads the process table from `/proc`.
+fn processes() -> Vec<ProcStat> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_string_lossy().parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // After the parenthesised command name: state, ppid, pgrp.
+            let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+            let state = fields.next()?;
+            let ppid = fields.next()?.parse().ok()?;
+            let pgrp = fields.next()?.parse().ok()?;
+            Some(ProcStat {
+                pid,
+                ppid,
+                pgrp,
+                alive: state != "Z" && state != "X",
+            })
+        })
+        .collect()
+}
+
 /// The process ids among `pids` that are alive (present in the process table and not
 /// zombies).
 pub fn live(pids: &[u32]) -> Vec<u32> {
-    pids.iter()
-        .copied()
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|stat| {
-                    // The state follows the parenthesised command name.
-                    let rest = stat.rsplit_once(')')?.1.trim_start().to_owned();
-                    rest.chars().next()
-                })
-                .is_some_and(|state| state != 'Z' && state != 'X')
-        })
+    processes()
+        .into_iter()
+        .filter(|p| p.alive && pids.contains(&p.pid))
+        .map(|p| p.pid)
         .collect()
 }
 
 /// Live processes (not zombies) in any of the process groups `groups`: a supervised child and
 /// everything it started share its group.
 pub fn live_in_groups(groups: &[u32]) -> Vec<u32> {
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in entries.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        // After the command name: state, ppid, pgrp.
-        let fields: Vec<&str> = rest.split_whitespace().take(3).collect();
-        let pgrp: u32 = fields
-            .get(2)
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_default();
-        let state = fields.first().copied().unwrap_or_default();
-        if groups.contains(&pgrp) && state != "Z" && state != "X" {
-            found.push(pid);
-        }
-    }
-    found
+    processes()
+        .into_iter()
+        .filter(|p| p.alive && groups.contains(&p.pgrp))
+        .map(|p| p.pid)
+        .collect()
 }
 
-/// Live processes whose parent is this test process and whose command is `name`.
-pub fn live_children(name: &str) -> Vec<u32> {
-    let me = std::process::id();
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in entries.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some((head, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let comm = head.split_once('(').map(|(_, c)| c).unwrap_or_default();
-        let mut fields = rest.split_whitespace();
-        let state = fields.next().unwrap_or_default();
-        let ppid: u32 = fields
-            .next()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_default();
-        // /proc truncates command names to 15 bytes.
-        let wanted: String = name.chars().take(15).collect();
-        if ppid == me && comm == wanted && state != "Z" && state != "X" {
-            found.push(pid);
-        }
-    }
-    found
+/// Live children of the process `parent`.
+pub fn children_of(parent: u32) -> Vec<u32> {
+    processes()
+        .into_iter()
+        .filter(|p| p.alive && p.ppid == parent)
+        .map(|p| p.pid)
+        .collect()
 }
 
 /// Polls `check` until it is true or `limit` passes; for conditions the system offers no

@@ -4,7 +4,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mcpapp_testkit::{bin, live_in_groups};
+use mcpapp_testkit::{bin, children_of, live_in_groups};
 use serde_json::json;
 
 use crate::{GATEWAY, Tree};
@@ -110,21 +110,7 @@ fn serve_runs_apps_and_stops_them_all_on_sigterm() {
 
     // Each app leads its own process group (its pid); remember them to check nothing survives.
     let gateway_pid = child.id();
-    let groups: Vec<u32> = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| {
-                    s.rsplit_once(')')
-                        .map(|(_, rest)| rest.split_whitespace().nth(1).map(str::to_owned))
-                })
-                .flatten()
-                .is_some_and(|ppid| ppid == gateway_pid.to_string())
-        })
-        .collect();
+    let groups = children_of(gateway_pid);
     assert_eq!(groups.len(), 2, "the gateway should have two children");
 
     nix::sys::signal::kill(
