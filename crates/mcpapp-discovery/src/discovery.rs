@@ -12,6 +12,7 @@ use mcpapp_manifest::{
 use tracing::{debug, info, info_span, warn};
 
 use crate::config_file::ConfigFile;
+use crate::env_policy::{self, ManifestEnvPolicy};
 use crate::error::ConfigError;
 use crate::filter::AppFilter;
 use crate::paths::{self, Resolved};
@@ -87,6 +88,7 @@ impl DiscoveryBuilder {
     /// [`ConfigError::InvalidPattern`] when an `Allow` or `Deny` pattern is not a valid glob.
     pub fn build(self) -> Result<Discovery, ConfigError> {
         let filter = AppFilter::new(&self.config)?;
+        let env_policy = ManifestEnvPolicy::new(&self.config)?;
         let cwd = || paths::absolute(Path::new("."));
         let (raw_paths, base) = match self.paths {
             Some((paths, base)) => (paths, paths::absolute(&base)),
@@ -108,6 +110,7 @@ impl DiscoveryBuilder {
                 base,
                 env: self.env,
                 filter,
+                env_policy,
                 threads,
             }),
         })
@@ -131,6 +134,7 @@ struct Inner {
     base: PathBuf,
     env: EnvLookup,
     filter: AppFilter,
+    env_policy: ManifestEnvPolicy,
     threads: usize,
 }
 
@@ -331,6 +335,27 @@ impl Scan<'_> {
                 None
             }
         };
+
+        if let (Some(id), Some(_)) = (&id, &spec) {
+            let refused = self.inner.env_policy.refused(id, &parsed.manifest, entry);
+            for reference in &refused {
+                self.report.diagnostics.push(Diagnostic::new(
+                    Some(path),
+                    Some(env_policy::reference_position(parsed, &reference.field)),
+                    Severity::Error,
+                    reference.message.clone(),
+                ));
+                state.invalidate(reference.message.clone());
+            }
+            if !refused.is_empty() {
+                warn!(
+                    path = %path.display(),
+                    "McpApp manifest is invalid: {}",
+                    state.validation_errors.join("; ")
+                );
+                spec = None;
+            }
+        }
 
         if let Some(id) = &id {
             match self.first_by_id.get(id) {

@@ -27,11 +27,12 @@ pub enum ConfigError {
         #[source]
         source: ParseError,
     },
-    /// An `Allow` or `Deny` pattern is not a valid glob.
+    /// A pattern of `Allow`, `Deny`, `InheritEnvironment` or `AllowManifestEnv` (or of an
+    /// entry's list) is not a valid glob.
     #[error("McpApps.{list} pattern '{pattern}' is not a valid glob: {reason}")]
     InvalidPattern {
-        /// `Allow` or `Deny`.
-        list: &'static str,
+        /// The setting under `McpApps`, such as `Allow` or `Entries.ID.AllowManifestEnv`.
+        list: String,
         /// The pattern as written.
         pattern: String,
         /// Why it does not compile.

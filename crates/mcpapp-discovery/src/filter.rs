@@ -61,7 +61,7 @@ fn compile(list: &'static str, patterns: &[String]) -> Result<Vec<Pattern>, Conf
                     matcher: glob.compile_matcher(),
                 })
                 .map_err(|err| ConfigError::InvalidPattern {
-                    list,
+                    list: list.to_owned(),
                     pattern: text.clone(),
                     reason: err.kind().to_string(),
                 })

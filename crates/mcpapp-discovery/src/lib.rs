@@ -38,6 +38,7 @@
 
 mod config_file;
 mod discovery;
+mod env_policy;
 mod error;
 mod filter;
 mod paths;
@@ -46,6 +47,7 @@ mod scan;
 
 pub use config_file::{ConfigFile, LoadedSection};
 pub use discovery::{Discovery, DiscoveryBuilder};
+pub use env_policy::{EnvNamePatterns, is_gateway_credential};
 pub use error::ConfigError;
 pub use report::{Diagnostic, DiscoveredApp, DiscoveryReport};
 pub use scan::MAX_MANIFEST_BYTES;

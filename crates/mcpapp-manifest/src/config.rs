@@ -60,7 +60,37 @@ pub struct McpAppsConfig {
     /// How running apps are watched and restarted; entries may override each setting.
     #[serde(default)]
     pub supervision: SupervisionConfig,
+
+    /// Variables of the gateway's own environment that app processes inherit: names or
+    /// globs such as `LC_*`, matched case-sensitively. Nothing else of the gateway's
+    /// environment reaches an app; the app's own `environment` comes on top. Entries may add
+    /// names. The gateway's own credentials ([`GATEWAY_CREDENTIAL_ENV`]) are never inherited.
+    /// Defaults to [`DEFAULT_INHERIT_ENVIRONMENT`]; a configured list replaces the default.
+    #[serde(default = "default_inherit_environment")]
+    pub inherit_environment: Vec<String>,
+
+    /// Variables that `env:NAME` references written in a *manifest* may read: names or globs,
+    /// matched case-sensitively. Manifests come from third parties, so the default is none;
+    /// a manifest that refers to any other variable is invalid. Entries may add names.
+    /// References written in `Entries` are the operator's own and resolve freely. The
+    /// gateway's own credentials can never be read from a manifest.
+    #[serde(default)]
+    pub allow_manifest_env: Vec<String>,
 }
+
+/// What app processes inherit from the gateway's environment unless configured otherwise:
+/// what a program needs to find its tools, its home and temporary folders, and to format text
+/// for the user's language and time zone. The official MCP SDKs start stdio servers from a
+/// similar short list.
+pub const DEFAULT_INHERIT_ENVIRONMENT: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_*", "TZ", "TMPDIR",
+];
+
+/// The variables the gateway reads its own credentials from: its API token and the chat
+/// model's key. Apps never inherit them and manifests can never refer to them, whatever the
+/// configuration says; an operator who wants to hand one to an app writes the reference in
+/// that app's entry.
+pub const GATEWAY_CREDENTIAL_ENV: &[&str] = &["MCPAPP_TOKEN", "OPENAI_API_KEY"];
 
 /// How the gateway keeps apps running. Every setting is optional: an entry's value wins over
 /// the `McpApps` value, which wins over the default.
@@ -107,6 +137,12 @@ fn default_discovery_paths() -> Vec<String> {
 fn default_allowlist_semantics() -> String {
     "legacy".to_owned()
 }
+fn default_inherit_environment() -> Vec<String> {
+    DEFAULT_INHERIT_ENVIRONMENT
+        .iter()
+        .map(|name| (*name).to_owned())
+        .collect()
+}
 
 impl Default for McpAppsConfig {
     /// The defaults of the original module: disabled, scanning `./mcpapps`, legacy allowlist.
@@ -119,6 +155,8 @@ impl Default for McpAppsConfig {
             deny: Vec::new(),
             entries: BTreeMap::new(),
             supervision: SupervisionConfig::default(),
+            inherit_environment: default_inherit_environment(),
+            allow_manifest_env: Vec::new(),
         }
     }
 }
@@ -179,6 +217,16 @@ pub struct McpAppEntryConfig {
     /// Overrides of the `McpApps.Supervision` settings for this app.
     #[serde(default)]
     pub supervision: SupervisionConfig,
+
+    /// More variables of the gateway's environment for this app to inherit, added to
+    /// `McpApps.InheritEnvironment` (names or globs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inherit_environment: Vec<String>,
+
+    /// More variables that `env:NAME` references in this app's manifest may read, added to
+    /// `McpApps.AllowManifestEnv` (names or globs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_manifest_env: Vec<String>,
 }
 
 fn default_true() -> bool {
@@ -201,6 +249,8 @@ impl Default for McpAppEntryConfig {
             request_timeout_seconds: None,
             environment: BTreeMap::new(),
             supervision: SupervisionConfig::default(),
+            inherit_environment: Vec::new(),
+            allow_manifest_env: Vec::new(),
         }
     }
 }

@@ -110,12 +110,15 @@ pub struct McpAppManifest {
     pub url: Option<String>,
 
     /// Extra HTTP request headers (http). Names are case-insensitive. A value written
-    /// `env:NAME` is read from the gateway's environment when the app starts.
+    /// `env:NAME` is read from the gateway's environment when the app starts, if the operator
+    /// allows manifests to read `NAME` (`McpApps.AllowManifestEnv`).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
 
-    /// Extra environment variables for the process (stdio), on top of the gateway's own. A
-    /// value written `env:NAME` is read from the gateway's environment when the app starts.
+    /// Environment variables for the process (stdio), on top of the few it inherits from the
+    /// gateway (`McpApps.InheritEnvironment`). A value written `env:NAME` is read from the
+    /// gateway's environment when the app starts, if the operator allows manifests to read
+    /// `NAME` (`McpApps.AllowManifestEnv`).
     #[serde(default)]
     pub environment: BTreeMap<String, String>,
 

@@ -21,7 +21,7 @@ use crate::descriptors::{
 };
 use crate::error::{CallError, ControlError};
 use crate::events::SupervisorEvent;
-use crate::launch::{self, EnvLookup, LaunchPlan};
+use crate::launch::{self, Environment, LaunchPlan};
 use crate::link::stdio::{ProcessTable, StderrTail};
 use crate::link::{Link, LinkEvent, http, stdio};
 use crate::policy::SupervisionPolicy;
@@ -88,7 +88,7 @@ impl std::fmt::Debug for AppShared {
 /// What the app task needs from the supervisor.
 #[derive(Clone)]
 pub(crate) struct TaskContext {
-    pub(crate) env: EnvLookup,
+    pub(crate) env: Arc<Environment>,
     pub(crate) processes: ProcessTable,
 }
 

@@ -1,11 +1,19 @@
 //! From a validated app spec to what exactly to start: the command path, folder and
 //! environment of a child, or the URL and headers of an HTTP session, with `env:NAME`
 //! references resolved at launch.
+//!
+//! A child's environment is built from nothing: the few variables of the gateway's own
+//! environment that the configuration lets apps inherit (`McpApps.InheritEnvironment`, plus
+//! the entry's list), never the gateway's credentials, then the app's own `environment`.
+//! Which `env:` references a manifest may make was settled by discovery; here they resolve.
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mcpapp_manifest::{AppSpec, Launch};
+use mcpapp_discovery::{EnvNamePatterns, is_gateway_credential};
+use mcpapp_manifest::{AppSpec, DEFAULT_INHERIT_ENVIRONMENT, Launch, McpAppsConfig};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::link::http::HttpSpec;
@@ -13,6 +21,78 @@ use crate::link::stdio::{ProcessTable, StderrTail, StdioSpawn};
 
 /// Looks up an environment variable.
 pub(crate) type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Where children's environments come from: the gateway's environment (or a fixed one, for
+/// tests), what apps may inherit of it, and how `env:` references are read.
+pub(crate) struct Environment {
+    pub(crate) lookup: EnvLookup,
+    /// `None`: the process environment, read at each launch.
+    pub(crate) base: Option<Vec<(OsString, OsString)>>,
+    pub(crate) inherit: Vec<String>,
+    pub(crate) inherit_entries: BTreeMap<String, Vec<String>>,
+}
+
+impl std::fmt::Debug for Environment {
+    // Values stay out of debug output; the names of the settings are enough.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Environment")
+            .field("inherit", &self.inherit)
+            .field("inherit_entries", &self.inherit_entries)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Environment {
+    /// The process environment, the default inheritance list.
+    fn default() -> Self {
+        Self {
+            lookup: Arc::new(|name| std::env::var(name).ok()),
+            base: None,
+            inherit: DEFAULT_INHERIT_ENVIRONMENT
+                .iter()
+                .map(|n| (*n).to_owned())
+                .collect(),
+            inherit_entries: BTreeMap::new(),
+        }
+    }
+}
+
+impl Environment {
+    /// Takes the inheritance lists of a configuration.
+    pub(crate) fn configure(&mut self, config: &McpAppsConfig) {
+        self.inherit.clone_from(&config.inherit_environment);
+        self.inherit_entries = config
+            .entries
+            .iter()
+            .filter(|(_, entry)| !entry.inherit_environment.is_empty())
+            .map(|(id, entry)| (id.clone(), entry.inherit_environment.clone()))
+            .collect();
+    }
+
+    /// The variables app `id` inherits, in the gateway's order.
+    fn inherited(&self, id: &str) -> Result<Vec<(OsString, OsString)>, String> {
+        let global =
+            EnvNamePatterns::new("InheritEnvironment", &self.inherit).map_err(|e| e.to_string())?;
+        let entry = match self.inherit_entries.get(id) {
+            Some(list) => Some(
+                EnvNamePatterns::new(&format!("Entries.{id}.InheritEnvironment"), list)
+                    .map_err(|e| e.to_string())?,
+            ),
+            None => None,
+        };
+        let wanted = |name: &OsString| {
+            // A name that is not UTF-8 cannot be matched by a pattern someone wrote; skip it.
+            name.to_str().is_some_and(|name| {
+                !is_gateway_credential(name)
+                    && (global.matches(name) || entry.as_ref().is_some_and(|e| e.matches(name)))
+            })
+        };
+        Ok(match &self.base {
+            Some(base) => base.iter().filter(|(k, _)| wanted(k)).cloned().collect(),
+            None => std::env::vars_os().filter(|(k, _)| wanted(k)).collect(),
+        })
+    }
+}
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -48,7 +128,7 @@ fn command_path(command: &str, root: &Path) -> PathBuf {
 pub(crate) fn plan(
     spec: &AppSpec,
     root: &Path,
-    env: &EnvLookup,
+    env: &Environment,
     stderr: &StderrTail,
     processes: &ProcessTable,
 ) -> Result<LaunchPlan, String> {
@@ -57,25 +137,29 @@ pub(crate) fn plan(
             command,
             arguments,
             working_directory,
-            environment,
+            environment: app_env,
         } => {
             let cwd = match working_directory {
                 Some(dir) if Path::new(dir).is_absolute() => PathBuf::from(dir),
                 Some(dir) => root.join(dir),
                 None => root.to_path_buf(),
             };
-            let env = environment
+            let own = app_env
                 .iter()
                 .map(|(key, value)| {
-                    resolve_value(value, &format!("environment {key}"), env)
-                        .map(|v| (key.clone(), v))
+                    resolve_value(value, &format!("environment {key}"), &env.lookup)
+                        .map(|v| (OsString::from(key), OsString::from(v)))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
+            // The app's own values win over inherited ones of the same name.
+            let mut env_vars = env.inherited(spec.id.as_str())?;
+            env_vars.retain(|(k, _)| !own.iter().any(|(o, _)| o == k));
+            env_vars.extend(own);
             Ok(LaunchPlan::Stdio(StdioSpawn {
                 program: command_path(command, root),
                 args: arguments.clone(),
                 cwd,
-                env,
+                env: env_vars,
                 stderr: stderr.clone(),
                 processes: processes.clone(),
             }))
@@ -85,7 +169,7 @@ pub(crate) fn plan(
             for (name, value) in headers {
                 let header = HeaderName::from_bytes(name.as_bytes())
                     .map_err(|_| format!("'{name}' is not a valid HTTP header name"))?;
-                let resolved = resolve_value(value, &format!("header {name}"), env)?;
+                let resolved = resolve_value(value, &format!("header {name}"), &env.lookup)?;
                 let mut value = HeaderValue::from_str(&resolved).map_err(|_| {
                     format!("the value of header {name} is not a valid HTTP header value")
                 })?;
@@ -137,6 +221,43 @@ mod tests {
         assert_eq!(
             err,
             "environment variable MISSING (for header Authorization) is not set"
+        );
+    }
+
+    #[test]
+    fn children_inherit_only_the_listed_names_and_never_credentials() {
+        let base: Vec<(OsString, OsString)> = [
+            ("PATH", "/bin"),
+            ("LC_ALL", "C"),
+            ("HOME", "/root"),
+            ("MCPAPP_TOKEN", "t"),
+            ("OPENAI_API_KEY", "k"),
+            ("OTHER_SECRET", "s"),
+            ("NODE_OPTIONS", "--x"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect();
+        let mut env = Environment {
+            base: Some(base),
+            ..Environment::default()
+        };
+        let names = |env: &Environment, id: &str| -> Vec<String> {
+            env.inherited(id)
+                .unwrap()
+                .into_iter()
+                .map(|(k, _)| k.into_string().unwrap())
+                .collect()
+        };
+        assert_eq!(names(&env, "a"), ["PATH", "LC_ALL", "HOME"]);
+        env.inherit_entries
+            .insert("b".into(), vec!["NODE_*".into(), "MCPAPP_TOKEN".into()]);
+        assert_eq!(names(&env, "b"), ["PATH", "LC_ALL", "HOME", "NODE_OPTIONS"]);
+        assert_eq!(names(&env, "a"), ["PATH", "LC_ALL", "HOME"]);
+        env.inherit = vec!["*".into()];
+        assert_eq!(
+            names(&env, "a"),
+            ["PATH", "LC_ALL", "HOME", "OTHER_SECRET", "NODE_OPTIONS"]
         );
     }
 }

@@ -13,7 +13,7 @@ use tracing::info;
 use crate::app::{AppShared, Command, TaskContext, spawn_task};
 use crate::events::SupervisorEvent;
 use crate::handle::AppHandle;
-use crate::launch::EnvLookup;
+use crate::launch::Environment;
 use crate::link::stdio::ProcessTable;
 use crate::policy::SupervisionPolicy;
 
@@ -25,7 +25,7 @@ pub struct SupervisorBuilder {
     global: SupervisionConfig,
     entries: BTreeMap<String, SupervisionConfig>,
     policy: Option<SupervisionPolicy>,
-    env: EnvLookup,
+    env: Environment,
 }
 
 impl std::fmt::Debug for SupervisorBuilder {
@@ -38,8 +38,9 @@ impl std::fmt::Debug for SupervisorBuilder {
 }
 
 impl SupervisorBuilder {
-    /// Takes the supervision settings of `McpApps` and its entries.
+    /// Takes the supervision and environment settings of `McpApps` and its entries.
     pub fn config(mut self, config: &McpAppsConfig) -> Self {
+        self.env.configure(config);
         self.global = config.supervision.clone();
         self.entries = config
             .entries
@@ -55,12 +56,28 @@ impl SupervisorBuilder {
         self
     }
 
-    /// How `env:NAME` values in manifests are read. Defaults to the process environment.
+    /// How `env:NAME` values in manifests and entries are read. Defaults to the process
+    /// environment. (Which references a manifest may make is discovery's decision.)
     pub fn env_lookup(
         mut self,
         lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
     ) -> Self {
-        self.env = Arc::new(lookup);
+        self.env.lookup = Arc::new(lookup);
+        self
+    }
+
+    /// The environment apps inherit from, instead of the gateway's own (read at each
+    /// launch). Only the variables `McpApps.InheritEnvironment` names pass either way.
+    pub fn inherited_environment<K, V>(mut self, vars: impl IntoIterator<Item = (K, V)>) -> Self
+    where
+        K: Into<std::ffi::OsString>,
+        V: Into<std::ffi::OsString>,
+    {
+        self.env.base = Some(
+            vars.into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        );
         self
     }
 
@@ -72,7 +89,7 @@ impl SupervisorBuilder {
                 others: RwLock::new(Vec::new()),
                 events: broadcast::channel(EVENT_BACKLOG).0,
                 context: TaskContext {
-                    env: self.env,
+                    env: Arc::new(self.env),
                     processes: ProcessTable::default(),
                 },
                 global: self.global,
@@ -152,7 +169,7 @@ impl Supervisor {
             global: SupervisionConfig::default(),
             entries: BTreeMap::new(),
             policy: None,
-            env: Arc::new(|name| std::env::var(name).ok()),
+            env: Environment::default(),
         }
     }
 

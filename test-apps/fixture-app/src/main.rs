@@ -59,7 +59,8 @@
 //! - `log {level, message}`: sends `notifications/message` (logger `fixture-app`).
 //! - `echo_session`: `{"sessionId": <the request's _meta.sessionId or null>}`.
 //! - `echo_meta`: `{"meta": <the whole request _meta or null>}`.
-//! - `get_env {name}`: `{"name", "value"}` (`value` null when unset). `get_cwd`: `{"cwd"}`.
+//! - `get_env {name}`: `{"name", "value"}` (`value` null when unset). `list_env`: `{"names"}`,
+//!   the sorted names of every environment variable. `get_cwd`: `{"cwd"}`.
 //! - `client_info`: `{"clientInfo", "capabilities", "protocolVersion"}` as this connection's
 //!   `initialize` sent them, plus `negotiatedProtocolVersion`.
 //! - `app_only_tool` (`_meta.ui.visibility: ["app"]`), `model_only_tool` (`["model"]`),

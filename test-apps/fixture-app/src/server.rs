@@ -476,6 +476,17 @@ impl FixtureServer {
         )
     }
 
+    /// Return structuredContent {"names"}: the sorted names of every variable in this
+    /// process's environment (values are not returned).
+    #[tool]
+    fn list_env(&self) -> CallToolResult {
+        let mut names: Vec<String> = std::env::vars_os()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        text_and_structured(names.join(" "), json!({"names": names}))
+    }
+
     /// Return structuredContent {"cwd"}: the process's working directory.
     #[tool]
     fn get_cwd(&self) -> Result<CallToolResult, String> {

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod config_file;
+mod environment;
 mod filtering;
 mod robustness;
 mod scanning;

@@ -127,8 +127,9 @@ pub(crate) struct StdioSpawn {
     pub(crate) program: PathBuf,
     pub(crate) args: Vec<String>,
     pub(crate) cwd: PathBuf,
-    /// Extra environment, already resolved (no `env:` references left).
-    pub(crate) env: Vec<(String, String)>,
+    /// The whole environment of the child, already resolved (no `env:` references left);
+    /// nothing else of the gateway's environment reaches it.
+    pub(crate) env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
     pub(crate) stderr: StderrTail,
     pub(crate) processes: ProcessTable,
 }
@@ -168,6 +169,7 @@ pub(crate) fn spawn(spec: &StdioSpawn, events: LinkEvents) -> std::io::Result<St
     command
         .args(&spec.args)
         .current_dir(&spec.cwd)
+        .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

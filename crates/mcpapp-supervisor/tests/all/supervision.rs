@@ -307,7 +307,8 @@ async fn env_references_are_resolved_at_launch_and_missing_ones_reported() {
         .policy(policy)
         .env_lookup(|name| (name == "MCPAPP_TEST_SECRET").then(|| "hunter2".to_owned()))
         .build();
-    supervisor.load(&apps.discover());
+    // The operator lets these manifests read the two names they refer to.
+    supervisor.load(&apps.discover_with(allowing(&["MCPAPP_TEST_SECRET", "MCPAPP_UNSET_VAR"])));
     let app = supervisor.get("env").unwrap();
     wait_state(&app, Lifecycle::Running).await;
     let value = app
@@ -353,7 +354,7 @@ async fn http_headers_resolve_env_references() {
         .policy(policy)
         .env_lookup(|name| (name == "FIXTURE_TOKEN").then(|| "s3cret".to_owned()))
         .build();
-    supervisor.load(&apps.discover());
+    supervisor.load(&apps.discover_with(allowing(&["FIXTURE_TOKEN"])));
     wait_state(&supervisor.get("authed").unwrap(), Lifecycle::Running).await;
     let unauthed = supervisor.get("unauthed").unwrap();
     wait_state(&unauthed, Lifecycle::Failed).await;
@@ -528,5 +529,14 @@ async fn no_child_survives_shutdown_or_a_dropped_supervisor() {
             live_in_groups(&pids)
         );
         assert!(live(&pids).is_empty());
+    }
+}
+
+/// An enabled configuration whose manifests may read `names`.
+fn allowing(names: &[&str]) -> mcpapp_manifest::McpAppsConfig {
+    mcpapp_manifest::McpAppsConfig {
+        enabled: true,
+        allow_manifest_env: names.iter().map(|n| (*n).to_owned()).collect(),
+        ..mcpapp_manifest::McpAppsConfig::default()
     }
 }

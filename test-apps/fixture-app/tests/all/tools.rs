@@ -54,6 +54,7 @@ async fn lists_tools_with_their_metadata_and_the_view(kind: Kind) {
         "echo_session",
         "echo_meta",
         "get_env",
+        "list_env",
         "get_cwd",
         "client_info",
         "app_only_tool",
