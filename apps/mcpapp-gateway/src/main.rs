@@ -12,6 +12,11 @@ mod commands;
 mod config;
 
 fn main() -> ExitCode {
+    // `serve` starts this executable again as its keeper (the process that kills every app
+    // if the gateway is killed); that copy does nothing else.
+    if let Some(code) = mcpapp_supervisor::run_keeper_if_requested() {
+        return code;
+    }
     let cli = cli::Cli::parse();
     install_tracing(&cli);
     commands::run(cli.command)

@@ -47,6 +47,7 @@ mod descriptors;
 mod error;
 mod events;
 mod handle;
+mod keeper;
 mod launch;
 mod link;
 mod policy;
@@ -63,6 +64,7 @@ pub use descriptors::{
 pub use error::{CallError, ControlError};
 pub use events::SupervisorEvent;
 pub use handle::AppHandle;
+pub use keeper::{KEEPER_ARG, KEEPER_ENV, Keeper, run_keeper_if_requested};
 pub use policy::SupervisionPolicy;
 pub use raw::{MessageKind, RawError, RawMessage, raw_string};
 pub use router::PortCapabilities;

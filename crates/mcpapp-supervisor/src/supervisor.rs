@@ -13,6 +13,7 @@ use tracing::info;
 use crate::app::{AppShared, Command, TaskContext, spawn_task};
 use crate::events::SupervisorEvent;
 use crate::handle::AppHandle;
+use crate::keeper::Keeper;
 use crate::launch::Environment;
 use crate::link::stdio::ProcessTable;
 use crate::policy::SupervisionPolicy;
@@ -26,6 +27,7 @@ pub struct SupervisorBuilder {
     entries: BTreeMap<String, SupervisionConfig>,
     policy: Option<SupervisionPolicy>,
     env: Environment,
+    keeper: Option<Arc<Keeper>>,
 }
 
 impl std::fmt::Debug for SupervisorBuilder {
@@ -81,6 +83,14 @@ impl SupervisorBuilder {
         self
     }
 
+    /// Reports every app's process group to `keeper`, so that apps die with the gateway even
+    /// when it is killed (see [`Keeper`]). Without one, apps are still stopped on
+    /// [`Supervisor::shutdown`] and when the supervisor is dropped.
+    pub fn keeper(mut self, keeper: Keeper) -> Self {
+        self.keeper = Some(Arc::new(keeper));
+        self
+    }
+
     /// Builds the supervisor; nothing runs until [`Supervisor::load`].
     pub fn build(self) -> Supervisor {
         Supervisor {
@@ -90,7 +100,7 @@ impl SupervisorBuilder {
                 events: broadcast::channel(EVENT_BACKLOG).0,
                 context: TaskContext {
                     env: Arc::new(self.env),
-                    processes: ProcessTable::default(),
+                    processes: ProcessTable::with_keeper(self.keeper),
                 },
                 global: self.global,
                 entries: self.entries,
@@ -170,6 +180,7 @@ impl Supervisor {
             entries: BTreeMap::new(),
             policy: None,
             env: Environment::default(),
+            keeper: None,
         }
     }
 

@@ -4,7 +4,7 @@
 //! # Running
 //!
 //! ```text
-//! fixture-app <stdio|http> [--bind ADDR] [FLAGS]
+//! fixture-app <stdio|http|sleep> [--bind ADDR] [FLAGS]
 //! ```
 //!
 //! - `stdio` speaks MCP over stdin/stdout and logs only to stderr.
@@ -34,6 +34,11 @@
 //!   exit with status 1 (in both modes; http prints them instead of the `listening on` line).
 //! - `--stderr-noise N`: write `N` numbered lines (`fixture-app noise: start line i of N`) to
 //!   stderr at start, and one line (`fixture-app noise: tool call K: NAME`) per tool call.
+//! - `--linger` (stdio): stay alive after stdin closes, like a server that ignores the end
+//!   of its input.
+//! - `--spawn-descendants FILE`: at start, start two copies of itself in `sleep` mode (which
+//!   does nothing until killed), one in this process's group and one in a group of its own
+//!   (as a daemon would), and write this process's pid and theirs to `FILE`, one per line.
 //! - `--require-header NAME=VALUE` (http only; an error with stdio): answer `401` with a JSON
 //!   body `{"error": "unauthorized", "message": ...}` (naming the header, never the value)
 //!   unless the request carries header `NAME` with exactly `VALUE`.
@@ -103,6 +108,8 @@ enum Mode {
     Stdio,
     /// Streamable HTTP at /mcp.
     Http,
+    /// Do nothing until killed (a descendant for `--spawn-descendants`).
+    Sleep,
 }
 
 /// Command line of `fixture-app`; see the crate documentation for every flag.
@@ -140,6 +147,13 @@ struct Cli {
     /// Write N numbered lines to stderr at start and one per tool call.
     #[arg(long, value_name = "N")]
     stderr_noise: Option<u32>,
+    /// Stay alive after stdin closes (stdio), as a server that ignores end of input would.
+    #[arg(long)]
+    linger: bool,
+    /// Start two descendants that sleep until killed, one in this process's group and one
+    /// in a group of its own, and write this process's pid and theirs to FILE, one per line.
+    #[arg(long, value_name = "FILE")]
+    spawn_descendants: Option<std::path::PathBuf>,
     /// Require this header on every HTTP request (NAME=VALUE).
     #[arg(long, value_name = "NAME=VALUE", value_parser = parse_header)]
     require_header: Option<(HeaderName, HeaderValue)>,
@@ -155,6 +169,31 @@ fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), String> {
     Ok((name, value))
 }
 
+/// `--spawn-descendants`: two sleepers, one sharing this process's group and one that leaves
+/// it (as a daemon would), and the pid file a test reads.
+fn spawn_descendants(file: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt as _;
+    let exe = std::env::current_exe().context("finding the fixture's own executable")?;
+    let mut pids = vec![std::process::id()];
+    for own_group in [false, true] {
+        // A test app starting its own descendants is the point of this flag.
+        #[allow(clippy::disallowed_methods)]
+        let mut command = std::process::Command::new(&exe);
+        command
+            .arg("sleep")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        if own_group {
+            command.process_group(0);
+        }
+        pids.push(command.spawn().context("starting a descendant")?.id());
+    }
+    let text: String = pids.iter().map(|pid| format!("{pid}\n")).collect();
+    std::fs::write(file, text).with_context(|| format!("writing {}", file.display()))?;
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -167,6 +206,14 @@ fn main() -> anyhow::Result<()> {
         .init();
     if cli.mode == Mode::Stdio && cli.require_header.is_some() {
         bail!("--require-header only applies to http mode");
+    }
+    if cli.mode == Mode::Sleep {
+        loop {
+            std::thread::park();
+        }
+    }
+    if let Some(file) = &cli.spawn_descendants {
+        spawn_descendants(file)?;
     }
 
     if let Some(n) = cli.stderr_noise {
@@ -206,7 +253,15 @@ fn main() -> anyhow::Result<()> {
         }
         match cli.mode {
             Mode::Stdio if cli.never_initialize => stdio::never_initialize().await,
-            Mode::Stdio => stdio::serve(shared, cli.crash_after_calls).await,
+            Mode::Stdio => {
+                stdio::serve(shared, cli.crash_after_calls).await?;
+                if cli.linger {
+                    eprintln!("fixture-app: stdin closed; lingering (--linger)");
+                    std::future::pending::<()>().await;
+                }
+                Ok(())
+            }
+            Mode::Sleep => Ok(()),
             Mode::Http => {
                 http::serve(
                     shared,

@@ -10,7 +10,7 @@ use anyhow::Context;
 use mcpapp_agent::{Agent, AgentConfig};
 use mcpapp_bridge::{AppToolSync, ToolRegistry};
 use mcpapp_host::{Host, HostConfig, HostParts, check_exposure};
-use mcpapp_supervisor::Supervisor;
+use mcpapp_supervisor::{Keeper, Supervisor};
 use tracing::{info, warn};
 
 use crate::cli::ServeArgs;
@@ -71,9 +71,14 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             warn!("{diagnostic}");
         }
     }
-    let supervisor = Supervisor::builder()
-        .config(loaded.discovery.config())
-        .build();
+    let mut supervisor = Supervisor::builder().config(loaded.discovery.config());
+    match Keeper::start() {
+        Ok(keeper) => supervisor = supervisor.keeper(keeper),
+        Err(err) => warn!(
+            "cannot start the keeper process ({err}); if the gateway is killed, apps that ignore the end of their input may outlive it"
+        ),
+    }
+    let supervisor = supervisor.build();
     let registry = ToolRegistry::new();
     let model = mcpapp_agent::model_from_env()?;
     info!(model = model.label(), "chat model");

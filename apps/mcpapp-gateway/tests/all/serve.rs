@@ -4,7 +4,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mcpapp_testkit::{bin, children_of, live_in_groups};
+use mcpapp_testkit::{bin, children_of, live, live_in_groups};
 use serde_json::json;
 
 use crate::{GATEWAY, Tree};
@@ -110,8 +110,11 @@ fn serve_runs_apps_and_stops_them_all_on_sigterm() {
 
     // Each app leads its own process group (its pid); remember them to check nothing survives.
     let gateway_pid = child.id();
-    let groups = children_of(gateway_pid);
-    assert_eq!(groups.len(), 2, "the gateway should have two children");
+    let (keepers, groups): (Vec<u32>, Vec<u32>) = children_of(gateway_pid)
+        .into_iter()
+        .partition(|pid| is_keeper(*pid));
+    assert_eq!(groups.len(), 2, "the gateway should have two apps");
+    assert_eq!(keepers.len(), 1, "the gateway should have one keeper");
 
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(gateway_pid).unwrap()),
@@ -126,6 +129,20 @@ fn serve_runs_apps_and_stops_them_all_on_sigterm() {
         "{:?}",
         live_in_groups(&groups)
     );
+    assert!(
+        wait_until(Duration::from_secs(10), || live(&keepers).is_empty()),
+        "the keeper outlived a clean shutdown"
+    );
+}
+
+/// Whether `pid` is a gateway's keeper process (its first argument says so).
+fn is_keeper(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+        cmdline
+            .split(|b| *b == 0)
+            .nth(1)
+            .is_some_and(|arg| arg == mcpapp_supervisor::KEEPER_ARG.as_bytes())
+    })
 }
 
 #[test]
@@ -144,5 +161,246 @@ fn serve_refuses_a_remote_address_without_a_token() {
     assert!(
         stderr.contains("refusing to listen on 0.0.0.0:0 without an auth token"),
         "{stderr}"
+    );
+}
+
+/// A running `serve` with its stdout's first line read.
+struct Served {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `serve --config appsettings.json` in `tree` with `env` added to a clean environment.
+fn serve(tree: &Tree, env: &[(&str, &str)]) -> Served {
+    // Tests start the binary under test; that is their job.
+    #[allow(clippy::disallowed_methods)]
+    let mut child = Command::new(GATEWAY)
+        .args([
+            "serve",
+            "--config",
+            "appsettings.json",
+            "--bind",
+            "127.0.0.1:0",
+        ])
+        .current_dir(tree.root())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = lines
+        .next()
+        .unwrap()
+        .unwrap()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
+    Served { child, url }
+}
+
+/// One HTTP/1.1 request with a JSON body; returns the response headers and body.
+fn post(url: &str, token: Option<&str>, session: Option<&str>, body: &str) -> (String, String) {
+    use std::io::Write;
+    let rest = url.strip_prefix("http://").unwrap();
+    let (authority, path) = rest.split_once('/').unwrap();
+    let mut stream = std::net::TcpStream::connect(authority).unwrap();
+    let mut head = format!(
+        "POST /{path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if let Some(token) = token {
+        head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+    }
+    if let Some(session) = session {
+        head.push_str(&format!("Mcp-Session-Id: {session}\r\n"));
+    }
+    write!(stream, "{head}\r\n{body}").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (headers, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    (headers.to_owned(), body.to_owned())
+}
+
+/// Calls `tool` of `app` through its proxy session and returns the result's
+/// `structuredContent`.
+fn call_tool(
+    served: &Served,
+    token: &str,
+    app: &str,
+    tool: &str,
+    args: &serde_json::Value,
+) -> serde_json::Value {
+    let endpoint = format!("{}/apps/mcp/{app}", served.url);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let (headers, _) = post(&endpoint, Some(token), None, &init.to_string());
+    let session = headers
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session: {headers}"));
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": args}});
+    let (_, body) = post(&endpoint, Some(token), Some(&session), &call.to_string());
+    let reply: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|_| panic!("{body}"));
+    reply["result"]["structuredContent"].clone()
+}
+
+fn wait_running(served: &Served, token: Option<&str>, count: usize) {
+    let _ = token;
+    let mut apps = serde_json::Value::Null;
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            let (_, body) = get_with_token(&format!("{}/apps", served.url), token);
+            apps = serde_json::from_str(&body).unwrap_or_default();
+            apps["apps"]
+                .as_array()
+                .is_some_and(|a| a.len() == count && a.iter().all(|a| a["lifecycle"] == "Running"))
+        }),
+        "{apps}"
+    );
+}
+
+fn get_with_token(url: &str, token: Option<&str>) -> (String, String) {
+    use std::io::Write;
+    let rest = url.strip_prefix("http://").unwrap();
+    let (authority, path) = rest.split_once('/').unwrap();
+    let mut stream = std::net::TcpStream::connect(authority).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "GET /{path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n{auth}\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (headers, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    (headers.to_owned(), body.to_owned())
+}
+
+#[test]
+fn apps_never_see_the_gateway_token_the_model_key_or_a_neighbours_secret() {
+    let tree = Tree::new();
+    let fixture = bin("fixture-app");
+    for id in ["probe", "neighbour"] {
+        tree.write(
+            &format!("apps/{id}/openclaw.mcpapp.json"),
+            &json!({"id": id, "command": fixture, "arguments": ["stdio"], "toolNamePrefix": format!("{id}.")}).to_string(),
+        );
+    }
+    tree.write(
+        "appsettings.json",
+        r#"{"McpApps": {"Enabled": true, "DiscoveryPaths": ["apps"],
+            "Supervision": {"HealthCheckIntervalMs": 0},
+            "Entries": {"neighbour": {"Environment": {"NEIGHBOUR_SECRET": "env:OTHER_SECRET"}}}}}"#,
+    );
+    let token = "gateway-token-value";
+    let served = serve(
+        &tree,
+        &[
+            ("MCPAPP_TOKEN", token),
+            ("OPENAI_API_KEY", "model-key-value"),
+            ("OTHER_SECRET", "neighbour-secret-value"),
+            ("UNLISTED", "x"),
+            ("HOME", "/tmp"),
+        ],
+    );
+    wait_running(&served, Some(token), 2);
+
+    let names = call_tool(&served, token, "probe", "list_env", &json!({}));
+    let names: Vec<&str> = names["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    // PATH and HOME are inherited; the keeper's tag is the gateway's, not a secret.
+    assert_eq!(names, ["HOME", "MCPAPP_KEEPER", "PATH"], "{names:?}");
+    let secret = call_tool(
+        &served,
+        token,
+        "neighbour",
+        "get_env",
+        &json!({"name": "NEIGHBOUR_SECRET"}),
+    );
+    assert_eq!(secret["value"], "neighbour-secret-value");
+    for name in ["MCPAPP_TOKEN", "OPENAI_API_KEY", "OTHER_SECRET", "UNLISTED"] {
+        let got = call_tool(
+            &served,
+            token,
+            "neighbour",
+            "get_env",
+            &json!({ "name": name }),
+        );
+        assert_eq!(got["value"], serde_json::Value::Null, "{name}");
+    }
+}
+
+#[test]
+fn after_sigkill_of_the_gateway_no_app_process_or_descendant_survives() {
+    let tree = Tree::new();
+    let fixture = bin("fixture-app");
+    let pid_file = tree.path("descendants.pids");
+    let apps = [
+        ("lingerer", json!(["stdio", "--linger"])),
+        (
+            "parent",
+            json!(["stdio", "--linger", "--spawn-descendants", pid_file]),
+        ),
+        ("plain", json!(["stdio"])),
+    ];
+    for (id, args) in &apps {
+        tree.write(
+            &format!("apps/{id}/openclaw.mcpapp.json"),
+            &json!({"id": id, "command": fixture, "arguments": args, "toolNamePrefix": format!("{id}.")}).to_string(),
+        );
+    }
+    tree.write(
+        "appsettings.json",
+        r#"{"McpApps": {"Enabled": true, "DiscoveryPaths": ["apps"], "Supervision": {"HealthCheckIntervalMs": 0}}}"#,
+    );
+    let mut served = serve(&tree, &[]);
+    wait_running(&served, None, 3);
+    let gateway = served.child.id();
+    let children = children_of(gateway);
+    // Three apps and the keeper.
+    assert_eq!(children.len(), 4, "{children:?}");
+    assert_eq!(children.iter().filter(|p| is_keeper(**p)).count(), 1);
+    let mut doomed: Vec<u32> = children;
+    let descendants: Vec<u32> = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(descendants.len(), 3, "{descendants:?}");
+    doomed.extend(&descendants);
+    doomed.sort_unstable();
+    doomed.dedup();
+    assert_eq!(
+        live(&doomed).len(),
+        doomed.len(),
+        "all alive before the kill"
+    );
+
+    served.child.kill().unwrap();
+    served.child.wait().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(2), || live(&doomed).is_empty()),
+        "still alive 2 s after SIGKILL of the gateway: {:?}",
+        live(&doomed)
     );
 }

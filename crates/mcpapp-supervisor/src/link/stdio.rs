@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{Instrument, debug, warn};
 
 use super::{LinkEvent, LinkEvents};
+use crate::keeper::{KEEPER_ENV, Keeper};
 use crate::raw::RawMessage;
 use crate::router::Origin;
 
@@ -57,24 +58,46 @@ impl StderrTail {
 
 /// The process groups of every live child, so that dropping the supervisor can kill them all
 /// synchronously, without a runtime.
+/// With a keeper, every group is also reported to it, so that the groups die with the gateway
+/// even when it is killed.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ProcessTable {
     groups: Arc<Mutex<HashSet<i32>>>,
+    keeper: Option<Arc<Keeper>>,
 }
 
 impl ProcessTable {
+    pub(crate) fn with_keeper(keeper: Option<Arc<Keeper>>) -> Self {
+        Self {
+            groups: Arc::default(),
+            keeper,
+        }
+    }
+
     fn add(&self, pgid: i32) {
         self.groups
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(pgid);
+        if let Some(keeper) = &self.keeper {
+            keeper.track(pgid);
+        }
     }
 
     fn remove(&self, pgid: i32) {
-        self.groups
+        let removed = self
+            .groups
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&pgid);
+        if removed && let Some(keeper) = &self.keeper {
+            keeper.untrack(pgid);
+        }
+    }
+
+    /// The tag a child carries in its environment for the keeper, if there is one.
+    fn keeper_tag(&self) -> Option<&str> {
+        self.keeper.as_deref().map(Keeper::tag)
     }
 
     /// Kills every process group still listed.
@@ -171,6 +194,7 @@ pub(crate) fn spawn(spec: &StdioSpawn, events: LinkEvents) -> std::io::Result<St
         .current_dir(&spec.cwd)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .envs(spec.processes.keeper_tag().map(|tag| (KEEPER_ENV, tag)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
