@@ -48,6 +48,7 @@ mod error;
 mod events;
 mod handle;
 mod launch;
+mod lifecycle;
 mod link;
 mod policy;
 mod raw;
