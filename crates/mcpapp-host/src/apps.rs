@@ -165,7 +165,8 @@ fn find(state: &AppState, id: &str) -> Result<AppHandle, ApiError> {
         .ok_or_else(|| ApiError::NotFound(format!("no app with id '{id}'")))
 }
 
-/// `GET /apps/{id}`: one app with what it offers and its stderr tail.
+/// `GET /apps/{id}`: one app with what it offers and the stderr tails of its current and
+/// previous run.
 pub(crate) async fn detail(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -208,6 +209,11 @@ pub(crate) async fn detail(
         object.insert("resourceTemplates".into(), json!(descriptors.templates));
         object.insert("prompts".into(), json!(descriptors.prompts));
         object.insert("stderrTail".into(), json!(handle.stderr_tail()));
+        // Kept apart so that the current run's lines are never mixed with an earlier one's.
+        object.insert(
+            "previousStderrTail".into(),
+            json!(handle.previous_stderr_tail()),
+        );
     }
     Ok(Json(body))
 }

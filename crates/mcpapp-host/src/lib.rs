@@ -6,7 +6,7 @@
 //! | `GET /` and `/assets/{file}` | the browser host page (apps, chat, app views in a sandbox) |
 //! | `GET /apps/health` | `{"ok","name","mcp","sandbox"}`: the app a browser host should show (`?appId=` picks one) |
 //! | `GET /apps` | every discovered app: lifecycle, errors, counts, restarts, UI, its `mcp` URL |
-//! | `GET /apps/{id}` | one app with its tools, resources, templates, prompts and stderr tail |
+//! | `GET /apps/{id}` | one app with its tools, resources, templates, prompts and the stderr tails of its current and previous run |
 //! | `POST /apps/{id}/start`, `/stop`, `/restart`, `POST /apps/reload` | control |
 //! | `POST /apps/chat` | a chat turn as server-sent events |
 //! | `/apps/mcp/{appId}` | Streamable HTTP MCP for app views, sharing the app's upstream session |

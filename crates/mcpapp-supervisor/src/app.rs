@@ -1,10 +1,17 @@
 //! One app under supervision: its shared state, the task that connects, watches and restarts
 //! it, and the calls made through its current connection.
+//!
+//! The task only does I/O: it waits for the next command, start result, closed connection,
+//! health tick or ping result, list change or restart timer, tells the app's lifecycle
+//! machine (`lifecycle.rs`, where every rule of the restart policy lives) and carries out
+//! its decisions in order.
 
-use std::collections::VecDeque;
+use std::future::Future;
+use std::hash::BuildHasher;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use mcpapp_manifest::{AppSpec, InstallState, Lifecycle, Timestamp};
 use rmcp::ServiceError;
@@ -22,6 +29,7 @@ use crate::descriptors::{
 use crate::error::{CallError, ControlError};
 use crate::events::SupervisorEvent;
 use crate::launch::{self, Environment, LaunchPlan};
+use crate::lifecycle::{Decision, Event, Machine};
 use crate::link::stdio::{ProcessTable, StderrTail};
 use crate::link::{Link, LinkEvent, http, stdio};
 use crate::policy::SupervisionPolicy;
@@ -38,7 +46,9 @@ pub struct AppSnapshot {
     /// The install state: effective manifest, paths, validity, lifecycle, timestamps, last
     /// error and counts.
     pub state: InstallState,
-    /// How many times the app has been started again after its first start.
+    /// How many times the app has been started again after its first start: each restart
+    /// after a failure (also one pulled forward by a command or a reload) and each
+    /// [`restart`](crate::AppHandle::restart) of a running app.
     pub restart_count: u32,
     /// Whether restarts stopped because it failed too often (see the supervision policy).
     pub crash_loop: bool,
@@ -90,15 +100,6 @@ impl std::fmt::Debug for AppShared {
 pub(crate) struct TaskContext {
     pub(crate) env: Arc<Environment>,
     pub(crate) processes: ProcessTable,
-}
-
-/// How a connected run ended.
-enum Outcome {
-    Stop,
-    Restart,
-    Reconfigure(Box<(AppSpec, InstallState, SupervisionPolicy)>),
-    Shutdown(Option<oneshot::Sender<()>>),
-    Died(String),
 }
 
 impl AppShared {
@@ -340,10 +341,52 @@ pub(crate) fn spawn_task(
     tokio::spawn(supervise(shared, commands, context).instrument(span))
 }
 
-/// Failure bookkeeping between starts.
-struct Backoff {
-    failures: VecDeque<Instant>,
-    attempt: u32,
+/// What a reload hands an app: its new spec, install state and policy.
+type Configuration = (AppSpec, InstallState, SupervisionPolicy);
+
+/// A start attempt in flight; dropping it kills whatever it started.
+type StartAttempt = Pin<Box<dyn Future<Output = Result<Connection, String>> + Send>>;
+
+/// The app's task: the I/O around its lifecycle [`Machine`]. It waits for the next thing that
+/// happens, tells the machine, and carries out what the machine decides.
+struct Task {
+    shared: Arc<AppShared>,
+    context: TaskContext,
+    machine: Machine,
+    attempt: Option<StartAttempt>,
+    /// List-change notices of the attempt's connection, until the connection is used.
+    notices: Option<mpsc::UnboundedReceiver<Notice>>,
+    /// A connection that has just started, until the machine decides to use it.
+    started: Option<Connection>,
+    live: Option<Live>,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The stderr of the current run, quoted in its failure reasons.
+    run: StderrTail,
+    /// The payload of the `Reconfigure` being handled.
+    configuration: Option<Box<Configuration>>,
+    /// Whom to tell that a requested shutdown is done.
+    acknowledge: Option<oneshot::Sender<()>>,
+}
+
+/// The connection in use and what is watched on it.
+struct Live {
+    connection: Arc<Connection>,
+    closed: watch::Receiver<Option<String>>,
+    notices: mpsc::UnboundedReceiver<Notice>,
+    health: Option<tokio::time::Interval>,
+    ping_results: mpsc::UnboundedSender<Result<(), String>>,
+    pings: mpsc::UnboundedReceiver<Result<(), String>>,
+}
+
+/// What woke the task.
+enum Wake {
+    Command(Option<Command>),
+    Started(Result<Connection, String>),
+    Closed(String),
+    HealthTick,
+    Ping(Result<(), String>),
+    Notice(Notice),
+    Timer,
 }
 
 async fn supervise(
@@ -351,209 +394,280 @@ async fn supervise(
     mut commands: mpsc::UnboundedReceiver<Command>,
     context: TaskContext,
 ) {
-    let mut backoff = Backoff {
-        failures: VecDeque::new(),
-        attempt: 0,
+    let Some(policy) = shared.policy() else {
+        return;
     };
-    let mut want_running = true;
+    // Apps that fail together must not restart in lockstep: each gets its own seed.
+    let seed = std::collections::hash_map::RandomState::new().hash_one(&shared.id);
+    let mut task = Task {
+        machine: Machine::new(policy, seed),
+        run: shared.stderr.clone(),
+        shared,
+        context,
+        attempt: None,
+        notices: None,
+        started: None,
+        live: None,
+        timer: None,
+        configuration: None,
+        acknowledge: None,
+    };
+    let mut event = Event::Start;
     loop {
-        if !want_running {
-            match commands.recv().await {
-                Some(Command::Start | Command::Restart) => {
-                    want_running = true;
-                    backoff.failures.clear();
-                    backoff.attempt = 0;
-                    shared.update(|s| s.crash_loop = false);
-                }
-                Some(Command::Stop) => continue,
-                Some(Command::Reconfigure(config)) => {
-                    apply_reconfigure(&shared, *config);
-                    continue;
-                }
-                Some(Command::Shutdown(done)) => {
-                    let _ = done.send(());
-                    return;
-                }
-                None => return,
-            }
-        }
-
-        let Some((spec, policy)) = shared
-            .spec
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-        else {
+        let decisions = task.machine.handle(event, Instant::now());
+        if !task.carry_out(decisions).await {
             return;
-        };
-        shared.update(|s| s.next_restart = None);
-        shared.transition(Lifecycle::Loaded, None);
-        info!(
-            "Connecting to McpApp '{}' via {}",
-            shared.id,
-            spec.launch.transport()
-        );
-        let (notice_tx, mut notice_rx) = mpsc::unbounded_channel();
-        let started = tokio::select! {
-            result = start(&shared, &spec, &context, notice_tx) => Some(result),
-            command = commands.recv() => {
-                // Dropping the half-made connection kills anything it started.
-                match command {
-                    Some(Command::Stop) => {
-                        shared.transition(Lifecycle::Stopped, Some("stopped on request".to_owned()));
-                        want_running = false;
-                        continue;
-                    }
-                    Some(Command::Start | Command::Restart) => continue,
-                    Some(Command::Reconfigure(config)) => {
-                        apply_reconfigure(&shared, *config);
-                        continue;
-                    }
-                    Some(Command::Shutdown(done)) => {
-                        shared.transition(Lifecycle::Stopped, Some("the gateway is shutting down".to_owned()));
-                        let _ = done.send(());
-                        return;
-                    }
-                    None => return,
-                }
-            }
-        };
-        let run_started = Instant::now();
-        let outcome = match started {
-            Some(Ok(connection)) => {
-                let connection = Arc::new(connection);
-                shared.set_connection(Some(connection.clone()));
-                shared.update(|s| s.pid = connection.pid());
-                shared.transition(Lifecycle::Running, None);
-                let outcome = run(
-                    &shared,
-                    &connection,
-                    &mut commands,
-                    &mut notice_rx,
-                    &spec,
-                    &policy,
-                )
-                .await;
-                shared.set_connection(None);
-                let grace = match outcome {
-                    Outcome::Died(_) => Duration::from_millis(200),
-                    _ => policy.shutdown_grace,
-                };
-                connection.shutdown(grace).await;
-                outcome
-            }
-            Some(Err(reason)) => Outcome::Died(reason),
-            None => Outcome::Shutdown(None),
-        };
-
-        match outcome {
-            Outcome::Stop => {
-                shared.transition(Lifecycle::Stopped, Some("stopped on request".to_owned()));
-                want_running = false;
-            }
-            Outcome::Restart => {
-                shared.transition(Lifecycle::Stopped, Some("restarting on request".to_owned()));
-                backoff.failures.clear();
-                backoff.attempt = 0;
-                shared.update(|s| s.restart_count += 1);
-            }
-            Outcome::Reconfigure(config) => {
-                shared.transition(
-                    Lifecycle::Stopped,
-                    Some("restarting with a changed configuration".to_owned()),
-                );
-                apply_reconfigure(&shared, *config);
-                backoff.failures.clear();
-                backoff.attempt = 0;
-            }
-            Outcome::Shutdown(done) => {
-                shared.transition(
-                    Lifecycle::Stopped,
-                    Some("the gateway is shutting down".to_owned()),
-                );
-                if let Some(done) = done {
-                    let _ = done.send(());
-                }
-                return;
-            }
-            Outcome::Died(reason) => {
-                if run_started.elapsed() >= policy.stable_after {
-                    backoff.attempt = 0;
-                }
-                backoff.attempt += 1;
-                let now = Instant::now();
-                backoff.failures.push_back(now);
-                while backoff
-                    .failures
-                    .front()
-                    .is_some_and(|t| now.duration_since(*t) > policy.crash_loop_window)
-                {
-                    backoff.failures.pop_front();
-                }
-                let count = backoff.failures.len();
-                if count > policy.crash_loop_failures as usize {
-                    shared.update(|s| s.crash_loop = true);
-                    shared.transition(
-                        Lifecycle::Failed,
-                        Some(format!(
-                            "crash loop: {count} failures within {} s, so it is not restarted again until restarted by hand; last failure: {reason}",
-                            policy.crash_loop_window.as_secs()
-                        )),
-                    );
-                    want_running = false;
-                    continue;
-                }
-                shared.transition(Lifecycle::Failed, Some(reason));
-                if !policy.auto_restart {
-                    want_running = false;
-                    continue;
-                }
-                let seed = u64::from(backoff.attempt)
-                    ^ std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_nanos() as u64);
-                let delay = policy.restart_delay(backoff.attempt, seed);
-                let due = Timestamp::from_system_time(std::time::SystemTime::now() + delay);
-                shared.update(|s| s.next_restart = Some(due));
-                let _ = shared.events.send(SupervisorEvent::RestartScheduled {
-                    app_id: shared.id.clone(),
-                    attempt: backoff.attempt,
-                    delay,
-                });
-                info!(
-                    "McpApp '{}' restarts in {} ms",
-                    shared.id,
-                    delay.as_millis()
-                );
-                tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
-                    command = commands.recv() => match command {
-                        Some(Command::Stop) => {
-                            shared.update(|s| s.next_restart = None);
-                            shared.transition(Lifecycle::Stopped, Some("stopped on request".to_owned()));
-                            want_running = false;
-                            continue;
-                        }
-                        Some(Command::Start | Command::Restart) => {
-                            backoff.failures.clear();
-                            backoff.attempt = 0;
-                        }
-                        Some(Command::Reconfigure(config)) => apply_reconfigure(&shared, *config),
-                        Some(Command::Shutdown(done)) => {
-                            shared.transition(Lifecycle::Stopped, Some("the gateway is shutting down".to_owned()));
-                            let _ = done.send(());
-                            return;
-                        }
-                        None => return,
-                    }
-                }
-                shared.update(|s| s.restart_count += 1);
-            }
         }
+        // A connection the machine did not take (it was stopped meanwhile) closes on drop.
+        task.started = None;
+        event = task.next_event(&mut commands).await;
     }
 }
 
-fn apply_reconfigure(shared: &AppShared, config: (AppSpec, InstallState, SupervisionPolicy)) {
+/// Awaits `future` if there is one; without one it never resolves (a disabled branch).
+async fn optional<F: Future>(future: Option<F>) -> F::Output {
+    match future {
+        Some(future) => future.await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Task {
+    /// Waits for the next event for the machine, handling list changes on the way.
+    async fn next_event(&mut self, commands: &mut mpsc::UnboundedReceiver<Command>) -> Event {
+        loop {
+            match self.wait(commands).await {
+                Wake::Command(command) => return self.command_event(command),
+                Wake::Started(result) => {
+                    self.attempt = None;
+                    return match result {
+                        Ok(connection) => {
+                            self.started = Some(connection);
+                            Event::Started
+                        }
+                        Err(reason) => Event::StartFailed(reason),
+                    };
+                }
+                Wake::Closed(reason) => return Event::Closed(with_stderr(&self.run, reason)),
+                Wake::HealthTick => return Event::HealthTick,
+                Wake::Ping(Ok(())) => return Event::PingOk,
+                Wake::Ping(Err(error)) => {
+                    warn!(
+                        app = %self.shared.id,
+                        "health check {}/{} failed: {error}",
+                        self.machine.failed_pings() + 1,
+                        self.shared.policy().map_or(0, |p| p.health_check_failures)
+                    );
+                    return Event::PingFailed(with_stderr(&self.run, error));
+                }
+                Wake::Timer => {
+                    self.timer = None;
+                    return Event::TimerFired;
+                }
+                Wake::Notice(notice) => {
+                    if let Some(live) = &self.live {
+                        let lists = Lists {
+                            tools: notice == Notice::Tools,
+                            resources: notice == Notice::Resources,
+                            prompts: notice == Notice::Prompts,
+                        };
+                        let timeout = live.connection.request_timeout;
+                        refresh(&self.shared, &live.connection, timeout, lists).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits for a command, the start attempt, the connection closing, a health tick or
+    /// ping result, a list change, or the restart timer, whichever comes first.
+    async fn wait(&mut self, commands: &mut mpsc::UnboundedReceiver<Command>) -> Wake {
+        let attempt = self.attempt.as_mut();
+        let timer = self.timer.as_mut();
+        let (closed, tick, ping, notice) = match self.live.as_mut() {
+            Some(Live {
+                closed,
+                notices,
+                health,
+                pings,
+                ..
+            }) => (
+                Some(crate::session::closed_reason(closed)),
+                health.as_mut().map(tokio::time::Interval::tick),
+                Some(pings.recv()),
+                Some(notices.recv()),
+            ),
+            None => (None, None, None, None),
+        };
+        tokio::select! {
+            command = commands.recv() => Wake::Command(command),
+            result = optional(attempt) => Wake::Started(result),
+            reason = optional(closed) => Wake::Closed(reason),
+            _ = optional(tick) => Wake::HealthTick,
+            Some(result) = optional(ping) => Wake::Ping(result),
+            Some(notice) = optional(notice) => Wake::Notice(notice),
+            () = optional(timer) => Wake::Timer,
+        }
+    }
+
+    /// Turns a command into an event, keeping what it carries for the decisions.
+    fn command_event(&mut self, command: Option<Command>) -> Event {
+        match command {
+            Some(Command::Start) => Event::Start,
+            Some(Command::Stop) => Event::Stop,
+            Some(Command::Restart) => Event::Restart,
+            Some(Command::Reconfigure(configuration)) => {
+                let policy = configuration.2;
+                self.configuration = Some(configuration);
+                Event::Reconfigure(policy)
+            }
+            Some(Command::Shutdown(done)) => {
+                self.acknowledge = Some(done);
+                Event::Shutdown
+            }
+            // The sender lives in the shared state, so this means nobody can reach the app
+            // any more: stop it.
+            None => Event::Shutdown,
+        }
+    }
+
+    /// Carries out decisions in order; `false` once the task must end.
+    async fn carry_out(&mut self, decisions: Vec<Decision>) -> bool {
+        for decision in decisions {
+            match decision {
+                Decision::Connect => self.connect(),
+                Decision::AbandonStart => {
+                    self.attempt = None;
+                    self.notices = None;
+                }
+                Decision::UseConnection => self.use_connection(),
+                Decision::WatchHealth { every } => {
+                    if let Some(live) = &mut self.live {
+                        let first = tokio::time::Instant::now().checked_add(every);
+                        live.health = first.map(|first| {
+                            let mut health = tokio::time::interval_at(first, every);
+                            health.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                            health
+                        });
+                    }
+                }
+                Decision::Ping => self.ping(),
+                Decision::Disconnect { grace } => {
+                    if let Some(live) = self.live.take() {
+                        self.shared.set_connection(None);
+                        live.connection.shutdown(grace).await;
+                    }
+                }
+                Decision::Transition { to, reason } => self.shared.transition(to, reason),
+                Decision::ScheduleRestart { at, delay, attempt } => {
+                    self.timer = Some(Box::pin(tokio::time::sleep_until(at.into())));
+                    let due = SystemTime::now()
+                        .checked_add(delay)
+                        .map(Timestamp::from_system_time);
+                    self.shared.update(|s| s.next_restart = due);
+                    let _ = self.shared.events.send(SupervisorEvent::RestartScheduled {
+                        app_id: self.shared.id.clone(),
+                        attempt,
+                        delay,
+                    });
+                    info!(
+                        "McpApp '{}' restarts in {} ms",
+                        self.shared.id,
+                        delay.as_millis()
+                    );
+                }
+                Decision::CancelTimer => {
+                    self.timer = None;
+                    self.shared.update(|s| s.next_restart = None);
+                }
+                Decision::CountRestart => self
+                    .shared
+                    .update(|s| s.restart_count = s.restart_count.saturating_add(1)),
+                Decision::CrashLoop(on) => self.shared.update(|s| s.crash_loop = on),
+                Decision::ApplyConfiguration => {
+                    if let Some(configuration) = self.configuration.take() {
+                        apply_reconfigure(&self.shared, *configuration);
+                    }
+                }
+                Decision::AcknowledgeShutdown => {
+                    if let Some(done) = self.acknowledge.take() {
+                        let _ = done.send(());
+                    }
+                }
+                Decision::Exit => return false,
+            }
+        }
+        true
+    }
+
+    /// Begins a start attempt with the current spec, as a new stderr run.
+    fn connect(&mut self) {
+        let (notices, notice_rx) = mpsc::unbounded_channel();
+        self.notices = Some(notice_rx);
+        self.run = self.shared.stderr.begin_run();
+        let attempt: StartAttempt = match self.shared.spec() {
+            Some(spec) => {
+                info!(
+                    "Connecting to McpApp '{}' via {}",
+                    self.shared.id,
+                    spec.launch.transport()
+                );
+                let shared = self.shared.clone();
+                let context = self.context.clone();
+                let run = self.run.clone();
+                Box::pin(async move { start(&shared, &spec, &context, notices, &run).await })
+            }
+            // Runnable apps always have a spec; failing beats waiting forever.
+            None => Box::pin(async { Err("the app has no runnable configuration".to_owned()) }),
+        };
+        self.attempt = Some(attempt);
+    }
+
+    /// Makes the connection that just started the current one.
+    fn use_connection(&mut self) {
+        let Some(connection) = self.started.take() else {
+            return;
+        };
+        let connection = Arc::new(connection);
+        self.shared.set_connection(Some(connection.clone()));
+        self.shared.update(|s| s.pid = connection.pid());
+        let (ping_results, pings) = mpsc::unbounded_channel();
+        self.live = Some(Live {
+            closed: connection.closed(),
+            connection,
+            // Without its own receiver (never the case) the app's notices are not followed.
+            notices: self
+                .notices
+                .take()
+                .unwrap_or_else(|| mpsc::unbounded_channel().1),
+            health: None,
+            ping_results,
+            pings,
+        });
+    }
+
+    /// Sends one health ping in the background; the result comes back on the live channel.
+    fn ping(&self) {
+        let Some(live) = &self.live else {
+            return;
+        };
+        let shared = self.shared.clone();
+        let results = live.ping_results.clone();
+        tokio::spawn(
+            async move {
+                let result = shared
+                    .request("ping", ClientRequest::PingRequest(Default::default()), None)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string());
+                let _ = results.send(result);
+            }
+            .in_current_span(),
+        );
+    }
+}
+
+fn apply_reconfigure(shared: &AppShared, config: Configuration) {
     let (spec, state, policy) = config;
     *shared.spec.lock().unwrap_or_else(|p| p.into_inner()) = Some((spec, policy));
     shared.update(|s| {
@@ -573,15 +687,10 @@ async fn start(
     spec: &AppSpec,
     context: &TaskContext,
     notices: mpsc::UnboundedSender<Notice>,
+    run: &StderrTail,
 ) -> Result<Connection, String> {
     let root: PathBuf = shared.snapshot.borrow().state.root_path.clone();
-    let plan = launch::plan(
-        spec,
-        &root,
-        &context.env,
-        &shared.stderr,
-        &context.processes,
-    )?;
+    let plan = launch::plan(spec, &root, &context.env, run, &context.processes)?;
     let (events_tx, events_rx) = mpsc::unbounded_channel::<LinkEvent>();
     let link = match plan {
         LaunchPlan::Stdio(spawn) => {
@@ -617,10 +726,10 @@ async fn start(
         Ok::<_, String>((connection, descriptors, warnings))
     };
     let (connection, descriptors, mut warnings) = match tokio::time::timeout(deadline, work).await {
-        Ok(result) => result.map_err(|reason| with_stderr(shared, reason))?,
+        Ok(result) => result.map_err(|reason| with_stderr(run, reason))?,
         Err(_) => {
             return Err(with_stderr(
-                shared,
+                run,
                 format!(
                     "startup timed out after {} s (connect, MCP handshake and listing must finish within startupTimeoutSeconds)",
                     deadline.as_secs()
@@ -667,9 +776,9 @@ async fn start(
     Ok(connection)
 }
 
-/// Adds the app's last stderr lines to a failure reason.
-fn with_stderr(shared: &AppShared, reason: String) -> String {
-    let tail = shared.stderr.last(STDERR_IN_REASON);
+/// Adds the last stderr lines of the current run to a failure reason.
+fn with_stderr(run: &StderrTail, reason: String) -> String {
+    let tail = run.last(STDERR_IN_REASON);
     if tail.is_empty() {
         reason
     } else {
@@ -792,77 +901,6 @@ fn bounded<T>(
         Ok(Ok(items)) => Ok(items),
         Ok(Err(err)) => Err(format!("{what} failed: {err}")),
         Err(_) => Err(format!("{what} timed out after {} s", timeout.as_secs())),
-    }
-}
-
-/// Serves a connected app until it dies, is told to stop, or the gateway shuts down.
-async fn run(
-    shared: &Arc<AppShared>,
-    connection: &Arc<Connection>,
-    commands: &mut mpsc::UnboundedReceiver<Command>,
-    notices: &mut mpsc::UnboundedReceiver<Notice>,
-    spec: &AppSpec,
-    policy: &SupervisionPolicy,
-) -> Outcome {
-    let mut closed = connection.closed();
-    let (ping_tx, mut ping_rx) = mpsc::unbounded_channel::<Result<(), String>>();
-    let mut ping_in_flight = false;
-    let mut ping_failures = 0u32;
-    let interval = policy
-        .health_check_interval
-        .unwrap_or(Duration::from_secs(3600 * 24 * 365));
-    let mut health = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
-    health.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            reason = crate::session::closed_reason(&mut closed) => {
-                return Outcome::Died(with_stderr(shared, reason));
-            }
-            _ = health.tick(), if policy.health_check_interval.is_some() && !ping_in_flight => {
-                ping_in_flight = true;
-                let shared = shared.clone();
-                let ping_tx = ping_tx.clone();
-                tokio::spawn(async move {
-                    let result = shared
-                        .request("ping", ClientRequest::PingRequest(Default::default()), None)
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| e.to_string());
-                    let _ = ping_tx.send(result);
-                }.in_current_span());
-            }
-            Some(result) = ping_rx.recv() => {
-                ping_in_flight = false;
-                match result {
-                    Ok(()) => ping_failures = 0,
-                    Err(err) => {
-                        ping_failures += 1;
-                        warn!(app = %shared.id, "health check {ping_failures}/{} failed: {err}", policy.health_check_failures);
-                        if ping_failures >= policy.health_check_failures {
-                            return Outcome::Died(with_stderr(shared, format!(
-                                "health check failed {ping_failures} times in a row: {err}"
-                            )));
-                        }
-                    }
-                }
-            }
-            Some(notice) = notices.recv() => {
-                let lists = Lists {
-                    tools: notice == Notice::Tools,
-                    resources: notice == Notice::Resources,
-                    prompts: notice == Notice::Prompts,
-                };
-                refresh(shared, connection, spec.request_timeout, lists).await;
-            }
-            command = commands.recv() => match command {
-                Some(Command::Stop) => return Outcome::Stop,
-                Some(Command::Restart) => return Outcome::Restart,
-                Some(Command::Start) => {}
-                Some(Command::Reconfigure(config)) => return Outcome::Reconfigure(config),
-                Some(Command::Shutdown(done)) => return Outcome::Shutdown(Some(done)),
-                None => return Outcome::Shutdown(None),
-            },
-        }
     }
 }
 

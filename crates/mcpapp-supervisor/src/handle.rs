@@ -48,9 +48,16 @@ impl AppHandle {
         self.shared.descriptors()
     }
 
-    /// The last lines the app wrote to stderr (stdio apps; up to 200, oldest first).
+    /// The last lines the app's current run wrote to stderr (stdio apps; up to 200, oldest
+    /// first). A run is one start attempt: each new process starts with an empty tail.
     pub fn stderr_tail(&self) -> Vec<String> {
         self.shared.stderr.lines()
+    }
+
+    /// The last lines the run before the current one wrote to stderr (up to 200, oldest
+    /// first): what a process said before it was replaced.
+    pub fn previous_stderr_tail(&self) -> Vec<String> {
+        self.shared.stderr.previous_lines()
     }
 
     /// The validated spec it runs with; `None` for apps that cannot run.

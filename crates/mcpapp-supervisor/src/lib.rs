@@ -49,6 +49,7 @@ mod events;
 mod handle;
 mod keeper;
 mod launch;
+mod lifecycle;
 mod link;
 mod policy;
 mod raw;

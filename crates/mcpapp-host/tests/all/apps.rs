@@ -152,6 +152,64 @@ async fn app_detail_shows_tools_resources_prompts_and_stderr() {
 }
 
 #[tokio::test]
+async fn app_detail_keeps_the_stderr_of_the_current_and_the_previous_run_apart() {
+    let apps = AppsDir::new();
+    apps.stdio_app(
+        "tails",
+        &bin("fixture-app"),
+        &["stdio", "--stderr-noise", "1"],
+        "{}",
+    );
+    let gateway = Gateway::start(apps, |_| {}).await;
+    let app = gateway.supervisor.get("tails").unwrap();
+    // Only the first run sees a tool call.
+    app.call_tool("echo", None, None).await.unwrap();
+    assert!(
+        mcpapp_testkit::eventually(PATIENCE, || app
+            .stderr_tail()
+            .iter()
+            .any(|l| l.ends_with("tool call 1: echo")))
+        .await,
+        "{:?}",
+        app.stderr_tail()
+    );
+    let (_, before) = gateway.get_json("/apps/tails").await;
+    assert_eq!(before["previousStderrTail"], json!([]));
+
+    let mut watch = app.watch();
+    let (status, _) = gateway.post_json("/apps/tails/restart").await;
+    assert_eq!(status, 202);
+    tokio::time::timeout(
+        PATIENCE,
+        watch.wait_for(|s| s.restart_count == 1 && s.state.lifecycle == Lifecycle::Running),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let (status, body) = gateway.get_json("/apps/tails").await;
+    assert_eq!(status, 200);
+    let lines = |key: &str| -> Vec<String> {
+        body[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("{key} is not an array: {body}"))
+            .iter()
+            .map(|l| l.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let current = lines("stderrTail");
+    let previous = lines("previousStderrTail");
+    assert!(
+        previous.iter().any(|l| l.ends_with("tool call 1: echo")),
+        "{previous:?}"
+    );
+    assert!(
+        !current.iter().any(|l| l.contains("tool call")),
+        "{current:?}"
+    );
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
 async fn control_routes_stop_start_and_restart() {
     let apps = AppsDir::new();
     apps.stdio_app("ctl", &bin("fixture-app"), &["stdio"], "{}");

@@ -25,34 +25,79 @@ use crate::router::Origin;
 /// Longest stdout line accepted; a longer one ends the link (it cannot be a sane message).
 const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// Lines of stderr kept per app.
+/// Lines of stderr kept per run.
 pub(crate) const STDERR_LINES: usize = 200;
 
-/// The last lines an app wrote to stderr, shared by its handle and its successive processes.
+/// The last lines an app wrote to stderr, kept per *run* (one start attempt, so one process
+/// for stdio apps): the current run's and the previous run's, so that what an earlier process
+/// said is never taken for what the current one said.
+///
+/// The app keeps one tail for its lifetime; [`StderrTail::begin_run`] gives each run a handle
+/// of its own to write with. A line written through the handle of the previous run (a dying
+/// process's last words, read late) still lands in the previous run; lines of older runs are
+/// dropped. Reads always see the app's current and previous run, whichever handle reads.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct StderrTail {
-    lines: Arc<Mutex<VecDeque<String>>>,
+    runs: Arc<Mutex<StderrRuns>>,
+    /// The run this handle writes to; 0, before any run, for the app's own handle.
+    run: u64,
+}
+
+#[derive(Debug, Default)]
+struct StderrRuns {
+    /// The number of the current run (0 before the first).
+    current_run: u64,
+    current: VecDeque<String>,
+    previous: VecDeque<String>,
 }
 
 impl StderrTail {
+    fn runs(&self) -> std::sync::MutexGuard<'_, StderrRuns> {
+        self.runs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts a new run: the current lines become the previous run's, and the returned handle
+    /// writes the new run's lines.
+    pub(crate) fn begin_run(&self) -> StderrTail {
+        let mut runs = self.runs();
+        runs.previous = std::mem::take(&mut runs.current);
+        runs.current_run += 1;
+        StderrTail {
+            runs: self.runs.clone(),
+            run: runs.current_run,
+        }
+    }
+
     fn push(&self, line: String) {
-        let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        let mut runs = self.runs();
+        let lines = if self.run == runs.current_run {
+            &mut runs.current
+        } else if self.run + 1 == runs.current_run {
+            &mut runs.previous
+        } else {
+            return;
+        };
         if lines.len() == STDERR_LINES {
             lines.pop_front();
         }
         lines.push_back(line);
     }
 
-    /// All kept lines, oldest first.
+    /// The current run's kept lines, oldest first.
     pub(crate) fn lines(&self) -> Vec<String> {
-        let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
-        lines.iter().cloned().collect()
+        self.runs().current.iter().cloned().collect()
     }
 
-    /// The last `n` lines joined for an error message.
+    /// The previous run's kept lines, oldest first.
+    pub(crate) fn previous_lines(&self) -> Vec<String> {
+        self.runs().previous.iter().cloned().collect()
+    }
+
+    /// The current run's last `n` lines, oldest first, for an error message.
     pub(crate) fn last(&self, n: usize) -> Vec<String> {
-        let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
-        lines.iter().rev().take(n).rev().cloned().collect()
+        let runs = self.runs();
+        let skip = runs.current.len().saturating_sub(n);
+        runs.current.iter().skip(skip).cloned().collect()
     }
 }
 
@@ -380,5 +425,55 @@ impl StdioLink {
         }
         let mut exited = self.exited.clone();
         let _ = exited.wait_for(Option::is_some).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_run_has_its_own_tail_and_late_lines_stay_with_their_run() {
+        let app = StderrTail::default();
+        let first = app.begin_run();
+        first.push("first 1".into());
+        first.push("first 2".into());
+        assert_eq!(app.lines(), ["first 1", "first 2"]);
+        assert!(app.previous_lines().is_empty());
+
+        let second = app.begin_run();
+        assert!(app.lines().is_empty());
+        assert_eq!(app.last(5), Vec::<String>::new());
+        // The first process's last words, read after the second run began.
+        first.push("first 3".into());
+        second.push("second 1".into());
+        assert_eq!(app.lines(), ["second 1"]);
+        assert_eq!(app.previous_lines(), ["first 1", "first 2", "first 3"]);
+
+        let third = app.begin_run();
+        first.push("first 4".into());
+        second.push("second 2".into());
+        third.push("third 1".into());
+        assert_eq!(app.lines(), ["third 1"]);
+        assert_eq!(app.previous_lines(), ["second 1", "second 2"]);
+    }
+
+    #[test]
+    fn a_run_keeps_its_last_lines() {
+        let app = StderrTail::default();
+        let run = app.begin_run();
+        for i in 0..STDERR_LINES + 10 {
+            run.push(format!("line {i}"));
+        }
+        let lines = app.lines();
+        assert_eq!(lines.len(), STDERR_LINES);
+        assert_eq!(lines[0], "line 10");
+        assert_eq!(
+            app.last(2),
+            [
+                format!("line {}", STDERR_LINES + 8),
+                format!("line {}", STDERR_LINES + 9)
+            ]
+        );
     }
 }

@@ -287,6 +287,80 @@ async fn stderr_is_kept_and_quoted_in_failures() {
 }
 
 #[tokio::test]
+async fn a_failure_quotes_only_its_own_run_and_the_handle_keeps_the_run_before() {
+    let apps = AppsDir::new();
+    let fixture = bin("fixture-app");
+    // First run: numbered start lines and one line per tool call.
+    apps.stdio_app("runs", &fixture, &["stdio", "--stderr-noise", "2"], "{}");
+    let mut policy = fast_policy();
+    policy.auto_restart = false;
+    let supervisor = supervise(&apps.discover(), policy);
+    let app = supervisor.get("runs").unwrap();
+    wait_state(&app, Lifecycle::Running).await;
+    app.call_tool(
+        "echo",
+        Some(json!({"message": "hi"}).as_object().unwrap().clone()),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(
+        eventually(PATIENCE, || app
+            .stderr_tail()
+            .iter()
+            .any(|l| l.contains("tool call 1: echo")))
+        .await,
+        "{:?}",
+        app.stderr_tail()
+    );
+    let first_run = app.stderr_tail();
+    assert!(app.previous_stderr_tail().is_empty());
+
+    // Second run: the reload restarts the same handle with arguments that fail at start.
+    apps.stdio_app(
+        "runs",
+        &fixture,
+        &["stdio", "--exit-at-start", "4"],
+        r#"{"startupTimeoutSeconds": 5}"#,
+    );
+    let mut watch = app.watch();
+    assert_eq!(supervisor.reload(&apps.discover()).await.changed, ["runs"]);
+    tokio::time::timeout(
+        PATIENCE,
+        watch.wait_for(|s| {
+            s.state.lifecycle == Lifecycle::Failed
+                && s.state
+                    .last_error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("status 4"))
+        }),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let error = app.snapshot().state.last_error.unwrap();
+    assert!(
+        error.contains("stderr:") && error.contains("exiting at start with status 4"),
+        "{error}"
+    );
+    for line in &first_run {
+        assert!(!error.contains(line.as_str()), "{line:?} in {error}");
+    }
+    assert!(!error.contains("noise"), "{error}");
+    // Both runs stay visible through the handle, each on its own (the first process may
+    // have logged more on its way out, so its lines so far are a prefix).
+    let previous = app.previous_stderr_tail();
+    assert!(previous.starts_with(&first_run), "{previous:?}");
+    let current = app.stderr_tail();
+    assert!(
+        current.iter().any(|l| l.contains("exiting at start")),
+        "{current:?}"
+    );
+    assert!(!current.iter().any(|l| l.contains("noise")), "{current:?}");
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
 async fn env_references_are_resolved_at_launch_and_missing_ones_reported() {
     let apps = AppsDir::new();
     apps.stdio_app(
