@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::document::{Document, KeyCase, Position};
 use crate::error::{Finding, ParseError, Severity};
+use crate::quote::quoted;
 
 /// The name of the configuration section for MCP Apps.
 pub const SECTION_NAME: &str = "McpApps";
@@ -317,12 +318,16 @@ impl<'a> ConfigDocument<'a> {
                 Finding {
                     severity: Severity::Warning,
                     position: Some(unknown.position),
-                    message: match &unknown.suggestion {
-                        Some(s) => format!(
-                            "unknown key `{}` in `{parent}`; did you mean `{s}`?",
-                            unknown.key
-                        ),
-                        None => format!("unknown key `{}` in `{parent}` is ignored", unknown.key),
+                    message: {
+                        let key = quoted(&unknown.key, '`');
+                        let parent = quoted(&parent, '`');
+                        match &unknown.suggestion {
+                            Some(s) => format!(
+                                "unknown key {key} in {parent}; did you mean {}?",
+                                quoted(s, '`')
+                            ),
+                            None => format!("unknown key {key} in {parent} is ignored"),
+                        }
                     },
                 }
             })

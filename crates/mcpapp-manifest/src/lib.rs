@@ -35,6 +35,7 @@ mod config;
 mod document;
 mod error;
 mod manifest;
+mod quote;
 mod schema;
 mod state;
 mod validate;
@@ -50,6 +51,7 @@ pub use manifest::{
     DEFAULT_TRANSPORT, DEFAULT_VERSION, MANIFEST_FILE_NAME, MCP_APP_MIME_TYPE, McpAppManifest,
     ParsedManifest,
 };
+pub use quote::{MAX_QUOTED_CHARS, Quoted, quoted};
 pub use schema::{SchemaKind, config_schema, manifest_schema};
 pub use state::{InstallState, Lifecycle, Timestamp};
 pub use validate::{
