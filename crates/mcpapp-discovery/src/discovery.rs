@@ -84,9 +84,16 @@ impl DiscoveryBuilder {
     /// Checks the configuration and builds the discovery.
     ///
     /// # Errors
-    /// [`ConfigError::InvalidPattern`] when an `Allow` or `Deny` pattern is not a valid glob.
+    /// [`ConfigError::InvalidPattern`] when an `Allow` or `Deny` pattern is not a valid glob,
+    /// and [`ConfigError::InvalidSetting`] when `MaxManifestBytes` is 0.
     pub fn build(self) -> Result<Discovery, ConfigError> {
         let filter = AppFilter::new(&self.config)?;
+        if self.config.max_manifest_bytes == 0 {
+            return Err(ConfigError::InvalidSetting {
+                key: "MaxManifestBytes",
+                reason: "is 0; it must be at least 1 (the default is 1048576)".to_owned(),
+            });
+        }
         let cwd = || paths::absolute(Path::new("."));
         let (raw_paths, base) = match self.paths {
             Some((paths, base)) => (paths, paths::absolute(&base)),
@@ -102,6 +109,7 @@ impl DiscoveryBuilder {
         };
         Ok(Discovery {
             inner: Arc::new(Inner {
+                max_manifest_bytes: self.config.max_manifest_bytes,
                 config: self.config,
                 config_path: self.config_path,
                 raw_paths,
@@ -132,6 +140,8 @@ struct Inner {
     env: EnvLookup,
     filter: AppFilter,
     threads: usize,
+    /// `McpApps.MaxManifestBytes`.
+    max_manifest_bytes: u64,
 }
 
 impl fmt::Debug for Discovery {
@@ -245,16 +255,24 @@ impl Scan<'_> {
                 ));
                 return;
             }
-            Ok(meta) if !meta.is_dir() => {
+            Ok(meta) if meta.is_file() => {
                 // A discovery path may name one manifest file directly, whatever its name.
-                let found = scan::read_manifest(root);
+                let found = scan::read_manifest(root, self.inner.max_manifest_bytes);
                 self.found(found);
+                return;
+            }
+            Ok(meta) if !meta.is_dir() => {
+                // A named pipe or a device is never opened: reading it could block the scan.
+                let link = std::fs::symlink_metadata(root).is_ok_and(|m| m.is_symlink());
+                let problem = scan::not_a_file(root, Some(meta.file_type()), link);
+                warn!("{problem}");
+                self.report.diagnostics.push(problem);
                 return;
             }
             Ok(_) => {}
         }
         info!("Scanning for MCP Apps in: {}", root.display());
-        let scanned = scan::scan_root(root, self.inner.threads);
+        let scanned = scan::scan_root(root, self.inner.threads, self.inner.max_manifest_bytes);
         for problem in &scanned.problems {
             warn!("{problem}");
         }

@@ -27,6 +27,14 @@ pub enum ConfigError {
         #[source]
         source: ParseError,
     },
+    /// The configuration file is larger than [`MAX_CONFIG_FILE_BYTES`](crate::MAX_CONFIG_FILE_BYTES).
+    #[error("configuration file {} is larger than the {limit}-byte limit", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit, in bytes.
+        limit: u64,
+    },
     /// An `Allow` or `Deny` pattern is not a valid glob.
     #[error("McpApps.{list} pattern '{pattern}' is not a valid glob: {reason}")]
     InvalidPattern {
@@ -35,6 +43,14 @@ pub enum ConfigError {
         /// The pattern as written.
         pattern: String,
         /// Why it does not compile.
+        reason: String,
+    },
+    /// A setting has a value that cannot be applied.
+    #[error("McpApps.{key} {reason}")]
+    InvalidSetting {
+        /// The key, such as `MaxManifestBytes`.
+        key: &'static str,
+        /// What is wrong with the value.
         reason: String,
     },
 }

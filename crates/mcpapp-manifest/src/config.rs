@@ -21,6 +21,9 @@ pub const ROOT_SECTION_NAME: &str = "OpenClaw";
 /// Default discovery path when none is configured.
 pub const DEFAULT_DISCOVERY_PATH: &str = "./mcpapps";
 
+/// Default `McpApps.MaxManifestBytes`: 1 MiB. Real manifests are a few kilobytes.
+pub const DEFAULT_MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
+
 /// The `McpApps` configuration section: where to look for apps and which to run.
 ///
 /// Keys are matched case-insensitively when read from a file (`Enabled` and `enabled` both
@@ -39,6 +42,12 @@ pub struct McpAppsConfig {
     /// default.
     #[serde(default = "default_discovery_paths")]
     pub discovery_paths: Vec<String>,
+
+    /// The largest manifest file read, in bytes; a larger one is skipped with an error (and
+    /// only this much of it is ever read). At least 1. Defaults to 1048576 (1 MiB).
+    #[serde(default = "default_max_manifest_bytes")]
+    #[schemars(range(min = 1))]
+    pub max_manifest_bytes: u64,
 
     /// `legacy` (an empty `Allow` list allows every app) or `strict` (an empty `Allow` list
     /// allows none). Case-insensitive and trimmed. Any other value denies every app.
@@ -105,6 +114,9 @@ pub struct SupervisionConfig {
 fn default_discovery_paths() -> Vec<String> {
     vec![DEFAULT_DISCOVERY_PATH.to_owned()]
 }
+fn default_max_manifest_bytes() -> u64 {
+    DEFAULT_MAX_MANIFEST_BYTES
+}
 fn default_allowlist_semantics() -> String {
     "legacy".to_owned()
 }
@@ -115,6 +127,7 @@ impl Default for McpAppsConfig {
         Self {
             enabled: false,
             discovery_paths: default_discovery_paths(),
+            max_manifest_bytes: DEFAULT_MAX_MANIFEST_BYTES,
             allowlist_semantics: default_allowlist_semantics(),
             allow: Vec::new(),
             deny: Vec::new(),

@@ -41,8 +41,9 @@ mod state;
 mod validate;
 
 pub use config::{
-    ConfigDocument, ConfigSection, DEFAULT_DISCOVERY_PATH, McpAppEntryConfig, McpAppsConfig,
-    ParsedSection, ROOT_SECTION_NAME, SECTION_NAME, SupervisionConfig,
+    ConfigDocument, ConfigSection, DEFAULT_DISCOVERY_PATH, DEFAULT_MAX_MANIFEST_BYTES,
+    McpAppEntryConfig, McpAppsConfig, ParsedSection, ROOT_SECTION_NAME, SECTION_NAME,
+    SupervisionConfig,
 };
 pub use document::{Position, closest_match};
 pub use error::{Finding, ParseError, Severity};
