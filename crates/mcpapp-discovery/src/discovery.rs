@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use mcpapp_manifest::{
     AppSpec, InstallState, Lifecycle, McpAppEntryConfig, McpAppsConfig, ParsedManifest, Severity,
-    closest_match,
+    closest_match, quoted,
 };
 use tracing::{debug, info, info_span, warn};
 
@@ -354,7 +354,8 @@ impl Scan<'_> {
             match self.first_by_id.get(id) {
                 Some(first) => {
                     let message = format!(
-                        "duplicate app id '{id}': already defined by {}; this manifest is ignored",
+                        "duplicate app id {}: already defined by {}; this manifest is ignored",
+                        quoted(id, '\''),
                         first.display()
                     );
                     warn!(path = %path.display(), "{message}");
@@ -375,11 +376,12 @@ impl Scan<'_> {
 
         if state.is_valid {
             state.transition(Lifecycle::Validated);
+            // A valid id is short, but the name and version can be anything.
             info!(
-                "Discovered McpApp '{}' ({}) v{} at {}",
+                "Discovered McpApp '{}' ({}) version {} at {}",
                 state.id(),
-                state.manifest.display_name(),
-                state.manifest.version,
+                quoted(state.manifest.display_name(), '"'),
+                quoted(&state.manifest.version, '"'),
                 path.display()
             );
         }
@@ -414,11 +416,12 @@ impl Scan<'_> {
                 continue;
             }
             let hint = match closest_match(key, ids.iter().copied()) {
-                Some(near) => format!("; did you mean '{near}'?"),
+                Some(near) => format!("; did you mean {}?", quoted(&near, '\'')),
                 None => String::new(),
             };
             messages.push(format!(
-                "McpApps.Entries has a key '{key}' that matches no discovered app{hint}"
+                "McpApps.Entries has a key {} that matches no discovered app{hint}",
+                quoted(key, '\'')
             ));
         }
         for message in messages {

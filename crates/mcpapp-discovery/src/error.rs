@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use mcpapp_manifest::ParseError;
+use mcpapp_manifest::{ParseError, quoted};
 
 /// Why discovery cannot run with the configuration it was given.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +36,7 @@ pub enum ConfigError {
         limit: u64,
     },
     /// An `Allow` or `Deny` pattern is not a valid glob.
-    #[error("McpApps.{list} pattern '{pattern}' is not a valid glob: {reason}")]
+    #[error("McpApps.{list} pattern {} is not a valid glob: {reason}", quoted(.pattern, '\''))]
     InvalidPattern {
         /// `Allow` or `Deny`.
         list: &'static str,

@@ -5,6 +5,7 @@
 
 mod config_file;
 mod filtering;
+mod long_values;
 mod robustness;
 mod scanning;
 
