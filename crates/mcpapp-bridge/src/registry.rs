@@ -1,7 +1,7 @@
 //! The [`ToolRegistry`]: tool sets registered by registration id, a deterministic winner per
 //! tool name, collision reports, safe model names and a change counter.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -228,6 +228,7 @@ impl ToolRegistryBuilder {
                 state: RwLock::new(State {
                     next_sequence: 0,
                     registrations: HashMap::new(),
+                    warned: HashSet::new(),
                     snapshot: RegistrySnapshot {
                         version: 0,
                         entries: Arc::from(Vec::new()),
@@ -254,8 +255,13 @@ impl ToolRegistryBuilder {
 /// 3. within one registration, the tool listed first wins.
 ///
 /// Losers are never silent: each is reported by [`collisions`](Self::collisions) and logged
-/// with `tracing::warn!` when the collision appears. When a winner goes away, the best
-/// remaining candidate takes the name.
+/// when the collision appears: with `tracing::warn!` the first time this registry sees that
+/// collision (that name, winner registration and loser registration), with `tracing::debug!`
+/// when it appears again, as it does each time a restarting app's tools are withdrawn and
+/// registered again. A registration forgets its collisions when it is unregistered, and those
+/// of names it no longer offers when it registers a non-empty set; registering an empty set (a
+/// stopped app) forgets nothing. When a winner goes away, the best remaining candidate takes
+/// the name.
 ///
 /// Every change that alters what consumers see (the winning tools' names, owners, sources,
 /// descriptions and schemas, or the collisions) bumps a change counter that
@@ -294,8 +300,24 @@ struct Inner {
 struct State {
     next_sequence: u64,
     registrations: HashMap<String, Registration>,
+    /// Every collision logged at WARN, so that one appearing again is logged at DEBUG. It only
+    /// holds names offered by both registrations' last non-empty sets, so it is bounded by
+    /// what the registrations can produce.
+    warned: HashSet<CollisionKey>,
     /// The derived view, rebuilt on every change and handed out by cloning `Arc`s.
     snapshot: RegistrySnapshot,
+}
+
+/// What makes two collision reports the same collision: the name, the winner's registration
+/// and the loser's registration.
+type CollisionKey = (String, String, String);
+
+fn collision_key(report: &CollisionReport) -> CollisionKey {
+    (
+        report.name.clone(),
+        report.winner.clone(),
+        report.loser.clone(),
+    )
 }
 
 struct Registration {
@@ -368,6 +390,13 @@ impl ToolRegistry {
                 tools = tools.len(),
                 "registering tools"
             );
+            if !tools.is_empty() {
+                // Names this registration no longer offers cannot collide through it any more.
+                state.warned.retain(|(name, winner, loser)| {
+                    (*winner != registration_id && *loser != registration_id)
+                        || tools.iter().any(|tool| tool.name() == name)
+                });
+            }
             state.registrations.insert(
                 registration_id,
                 Registration {
@@ -385,6 +414,11 @@ impl ToolRegistry {
         let mut removed = false;
         self.update(|state| {
             removed = state.registrations.remove(registration_id).is_some();
+            if removed {
+                state.warned.retain(|(_, winner, loser)| {
+                    winner != registration_id && loser != registration_id
+                });
+            }
         });
         if removed {
             tracing::debug!(registration_id, "unregistered tools");
@@ -447,25 +481,38 @@ impl ToolRegistry {
     /// Applies `change` and rebuilds the snapshot; bumps the counter if what consumers see
     /// changed.
     fn update(&self, change: impl FnOnce(&mut State)) {
-        let mut state = self
+        let mut guard = self
             .inner
             .state
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        change(&mut state);
+        // Borrow the fields apart: the old snapshot is read while `warned` is updated.
+        let state = &mut *guard;
+        change(state);
         let (entries, collisions) = resolve_winners(&state.registrations, self.inner.preference);
 
         let old = &state.snapshot;
         let visible_change =
             !same_catalogue(&old.entries, &entries) || *old.collisions != *collisions;
         for report in &collisions {
-            if !old.collisions.contains(report) {
+            if old.collisions.contains(report) {
+                continue;
+            }
+            if state.warned.insert(collision_key(report)) {
                 tracing::warn!(
                     name = %report.name,
                     winner = %report.winner,
                     loser = %report.loser,
                     reason = ?report.reason,
                     "tool name collision: {report}"
+                );
+            } else {
+                tracing::debug!(
+                    name = %report.name,
+                    winner = %report.winner,
+                    loser = %report.loser,
+                    reason = ?report.reason,
+                    "tool name collision again: {report}"
                 );
             }
         }
@@ -488,7 +535,7 @@ impl ToolRegistry {
             model_names,
             collisions: Arc::from(collisions),
         };
-        drop(state);
+        drop(guard);
         if visible_change {
             self.inner.changes.send_replace(version);
         }

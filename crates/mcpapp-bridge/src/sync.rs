@@ -2,7 +2,7 @@
 //! background task follows the supervisor's events and registers, replaces and withdraws
 //! each app's model-visible tools as the app starts, changes its tool list, stops or goes away.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use mcpapp_manifest::Lifecycle;
@@ -77,7 +77,8 @@ pub struct SyncDiagnostic {
 ///
 /// **Visibility.** A tool whose `_meta.ui.visibility` lacks `"model"` is not registered; one
 /// whose visibility is malformed is not registered either, and is reported by
-/// [`diagnostics`](Self::diagnostics) and logged with `tracing::warn!` once per tool list.
+/// [`diagnostics`](Self::diagnostics) and logged with `tracing::warn!` once per app, tool and
+/// problem (at `debug` when it comes back, say after a restart, while the app is known).
 ///
 /// **Collisions and discovery order.** Two apps may offer the same registered name (the same
 /// prefix and tool, or a prefix that spells another app's name). The registry's rule decides:
@@ -117,6 +118,10 @@ struct State {
     stopped: bool,
     /// What is registered for each app, by app id.
     apps: BTreeMap<String, Registered>,
+    /// The problems of each app's last registered tool list that were logged, as (tool,
+    /// message), so that they are logged at WARN once, not on every restart. Kept while the
+    /// app is stopped, forgotten when it is removed.
+    logged: BTreeMap<String, BTreeSet<(String, String)>>,
 }
 
 /// What the registry holds for one app.
@@ -296,6 +301,7 @@ impl Shared {
         }
         let registration_id = app_registration_id(app_id);
         let Some(app) = app else {
+            state.logged.remove(app_id);
             if state.apps.remove(app_id).is_some() {
                 self.registry.unregister(&registration_id);
                 tracing::info!(app = %app_id, "removed the tools of an app that is gone");
@@ -341,9 +347,20 @@ impl Shared {
             return;
         }
         let (tools, warnings) = build_tools(app, &descriptors.tools, &prefix);
+        let current: BTreeSet<(String, String)> = warnings
+            .iter()
+            .map(|w| (w.tool.clone(), w.message.clone()))
+            .collect();
+        let logged = state.logged.entry(app_id.to_owned()).or_default();
         for warning in &warnings {
-            tracing::warn!(app = %app_id, tool = %warning.tool, "{}", warning.message);
+            if logged.contains(&(warning.tool.clone(), warning.message.clone())) {
+                tracing::debug!(app = %app_id, tool = %warning.tool, "{}", warning.message);
+            } else {
+                tracing::warn!(app = %app_id, tool = %warning.tool, "{}", warning.message);
+            }
         }
+        // Only the current list's problems are remembered: the set cannot outgrow it.
+        *logged = current;
         tracing::info!(
             app = %app_id,
             tools = tools.len(),

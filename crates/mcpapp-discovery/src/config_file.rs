@@ -4,8 +4,13 @@ use std::path::{Path, PathBuf};
 
 use mcpapp_manifest::{ConfigDocument, ConfigSection, McpAppsConfig};
 
+use crate::bounded::{Bounded, read_bounded};
 use crate::error::ConfigError;
 use crate::report::Diagnostic;
+
+/// Configuration files larger than this are refused. Real ones are a few kilobytes; the limit
+/// only keeps a wrong path (a log file, a disk image) from being read into memory whole.
+pub const MAX_CONFIG_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// A configuration file read into memory. Sections are read from it on demand, so the
 /// gateway and other layers can each bind their own.
@@ -30,13 +35,35 @@ impl ConfigFile {
     /// Reads `path`. Relative discovery paths in it will resolve against its folder.
     ///
     /// # Errors
-    /// [`ConfigError::Read`] when the file cannot be read, and [`ConfigError::Parse`] when it
-    /// is not a JSON object.
+    /// [`ConfigError::Read`] when the file cannot be read or is not UTF-8,
+    /// [`ConfigError::TooLarge`] when it has more than [`MAX_CONFIG_FILE_BYTES`], and
+    /// [`ConfigError::Parse`] when it is not a JSON object.
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
         let absolute = crate::paths::absolute(path);
-        let text = std::fs::read_to_string(&absolute).map_err(|source| ConfigError::Read {
+        let read_error = |source| ConfigError::Read {
             path: absolute.clone(),
             source,
+        };
+        // The file is opened as given, so `--config /dev/stdin` keeps working; the bound holds
+        // whatever it is.
+        let file = std::fs::File::open(&absolute).map_err(read_error)?;
+        let bytes = match read_bounded(file, MAX_CONFIG_FILE_BYTES).map_err(read_error)? {
+            Bounded::Read(bytes) => bytes,
+            Bounded::TooLarge => {
+                return Err(ConfigError::TooLarge {
+                    path: absolute,
+                    limit: MAX_CONFIG_FILE_BYTES,
+                });
+            }
+        };
+        let text = String::from_utf8(bytes).map_err(|e| {
+            read_error(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "the file is not valid UTF-8 (at byte {})",
+                    e.utf8_error().valid_up_to()
+                ),
+            ))
         })?;
         let file = Self::from_text(&absolute, text);
         // Fail early on malformed JSON rather than on the first section read.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use mcpapp_manifest::{
     AppSpec, InstallState, Lifecycle, McpAppEntryConfig, McpAppsConfig, ParsedManifest, Severity,
-    closest_match,
+    closest_match, quoted,
 };
 use tracing::{debug, info, info_span, warn};
 
@@ -85,9 +85,16 @@ impl DiscoveryBuilder {
     /// Checks the configuration and builds the discovery.
     ///
     /// # Errors
-    /// [`ConfigError::InvalidPattern`] when an `Allow` or `Deny` pattern is not a valid glob.
+    /// [`ConfigError::InvalidPattern`] when an `Allow` or `Deny` pattern is not a valid glob,
+    /// and [`ConfigError::InvalidSetting`] when `MaxManifestBytes` is 0.
     pub fn build(self) -> Result<Discovery, ConfigError> {
         let filter = AppFilter::new(&self.config)?;
+        if self.config.max_manifest_bytes == 0 {
+            return Err(ConfigError::InvalidSetting {
+                key: "MaxManifestBytes",
+                reason: "is 0; it must be at least 1 (the default is 1048576)".to_owned(),
+            });
+        }
         let env_policy = ManifestEnvPolicy::new(&self.config)?;
         let cwd = || paths::absolute(Path::new("."));
         let (raw_paths, base) = match self.paths {
@@ -104,6 +111,7 @@ impl DiscoveryBuilder {
         };
         Ok(Discovery {
             inner: Arc::new(Inner {
+                max_manifest_bytes: self.config.max_manifest_bytes,
                 config: self.config,
                 config_path: self.config_path,
                 raw_paths,
@@ -136,6 +144,8 @@ struct Inner {
     filter: AppFilter,
     env_policy: ManifestEnvPolicy,
     threads: usize,
+    /// `McpApps.MaxManifestBytes`.
+    max_manifest_bytes: u64,
 }
 
 impl fmt::Debug for Discovery {
@@ -249,16 +259,24 @@ impl Scan<'_> {
                 ));
                 return;
             }
-            Ok(meta) if !meta.is_dir() => {
+            Ok(meta) if meta.is_file() => {
                 // A discovery path may name one manifest file directly, whatever its name.
-                let found = scan::read_manifest(root);
+                let found = scan::read_manifest(root, self.inner.max_manifest_bytes);
                 self.found(found);
+                return;
+            }
+            Ok(meta) if !meta.is_dir() => {
+                // A named pipe or a device is never opened: reading it could block the scan.
+                let link = std::fs::symlink_metadata(root).is_ok_and(|m| m.is_symlink());
+                let problem = scan::not_a_file(root, Some(meta.file_type()), link);
+                warn!("{problem}");
+                self.report.diagnostics.push(problem);
                 return;
             }
             Ok(_) => {}
         }
         info!("Scanning for MCP Apps in: {}", root.display());
-        let scanned = scan::scan_root(root, self.inner.threads);
+        let scanned = scan::scan_root(root, self.inner.threads, self.inner.max_manifest_bytes);
         for problem in &scanned.problems {
             warn!("{problem}");
         }
@@ -361,7 +379,8 @@ impl Scan<'_> {
             match self.first_by_id.get(id) {
                 Some(first) => {
                     let message = format!(
-                        "duplicate app id '{id}': already defined by {}; this manifest is ignored",
+                        "duplicate app id {}: already defined by {}; this manifest is ignored",
+                        quoted(id, '\''),
                         first.display()
                     );
                     warn!(path = %path.display(), "{message}");
@@ -382,11 +401,12 @@ impl Scan<'_> {
 
         if state.is_valid {
             state.transition(Lifecycle::Validated);
+            // A valid id is short, but the name and version can be anything.
             info!(
-                "Discovered McpApp '{}' ({}) v{} at {}",
+                "Discovered McpApp '{}' ({}) version {} at {}",
                 state.id(),
-                state.manifest.display_name(),
-                state.manifest.version,
+                quoted(state.manifest.display_name(), '"'),
+                quoted(&state.manifest.version, '"'),
                 path.display()
             );
         }
@@ -421,11 +441,12 @@ impl Scan<'_> {
                 continue;
             }
             let hint = match closest_match(key, ids.iter().copied()) {
-                Some(near) => format!("; did you mean '{near}'?"),
+                Some(near) => format!("; did you mean {}?", quoted(&near, '\'')),
                 None => String::new(),
             };
             messages.push(format!(
-                "McpApps.Entries has a key '{key}' that matches no discovered app{hint}"
+                "McpApps.Entries has a key {} that matches no discovered app{hint}",
+                quoted(key, '\'')
             ));
         }
         for message in messages {

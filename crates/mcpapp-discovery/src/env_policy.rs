@@ -13,10 +13,11 @@ use std::collections::HashMap;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use mcpapp_manifest::{
     GATEWAY_CREDENTIAL_ENV, McpAppEntryConfig, McpAppManifest, McpAppsConfig, ParsedManifest,
-    Position,
+    Position, quoted,
 };
 
 use crate::error::ConfigError;
+use crate::filter::MAX_PATTERN_CHARS;
 
 /// A compiled list of environment variable names or globs (`LC_*`), matched
 /// case-sensitively, as environment names are on Unix.
@@ -39,6 +40,15 @@ impl EnvNamePatterns {
         let mut empty = true;
         for pattern in patterns {
             let pattern = pattern.as_ref();
+            // Environment names are short; a huge pattern is a mistake, and globset panics on
+            // patterns whose regex outgrows its size limit.
+            if pattern.chars().count() > MAX_PATTERN_CHARS {
+                return Err(ConfigError::InvalidPattern {
+                    list: setting.to_owned(),
+                    pattern: pattern.to_owned(),
+                    reason: format!("it is longer than {MAX_PATTERN_CHARS} characters"),
+                });
+            }
             let glob = GlobBuilder::new(pattern.trim())
                 .literal_separator(false)
                 .backslash_escape(true)
@@ -130,15 +140,18 @@ impl ManifestEnvPolicy {
             let Some(name) = value.strip_prefix("env:").map(str::trim) else {
                 return;
             };
-            let setting = format!("{kind} '{key}'");
+            let setting = format!("{kind} {}", quoted(key, '\''));
+            // A name is shown whole when short; a huge one is cut (the key says which).
+            let name_shown = quoted(name, '`').to_string();
+            let name_shown = name_shown.trim_matches('`');
             let message = if is_gateway_credential(name) {
                 format!(
-                    "{setting} refers to env:{name}, one of the gateway's own credentials, which a manifest can never read; if this app really needs it, set the value in McpApps.Entries.{id}.{}",
+                    "{setting} refers to env:{name_shown}, one of the gateway's own credentials, which a manifest can never read; if this app really needs it, set the value in McpApps.Entries.{id}.{}",
                     entry_field(kind)
                 )
             } else if !self.allows(id, name) {
                 format!(
-                    "{setting} refers to env:{name}, which manifests may not read: allow it in McpApps.AllowManifestEnv (or McpApps.Entries.{id}.AllowManifestEnv), or set the value in McpApps.Entries.{id}.{}",
+                    "{setting} refers to env:{name_shown}, which manifests may not read: allow it in McpApps.AllowManifestEnv (or McpApps.Entries.{id}.AllowManifestEnv), or set the value in McpApps.Entries.{id}.{}",
                     entry_field(kind)
                 )
             } else {
@@ -197,6 +210,8 @@ mod tests {
         assert!(!p.matches("LANG"));
         let none = EnvNamePatterns::new("X", Vec::<String>::new()).unwrap();
         assert!(!none.matches("PATH"));
+        let long = "A".repeat(900_000);
+        assert!(EnvNamePatterns::new("X", [long]).is_err());
         let err = EnvNamePatterns::new("Entries.a.AllowManifestEnv", ["[oops"]).unwrap_err();
         assert!(
             err.to_string()

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use mcpapp_manifest::ParseError;
+use mcpapp_manifest::{ParseError, quoted};
 
 /// Why discovery cannot run with the configuration it was given.
 #[derive(Debug, thiserror::Error)]
@@ -27,15 +27,31 @@ pub enum ConfigError {
         #[source]
         source: ParseError,
     },
+    /// The configuration file is larger than [`MAX_CONFIG_FILE_BYTES`](crate::MAX_CONFIG_FILE_BYTES).
+    #[error("configuration file {} is larger than the {limit}-byte limit", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit, in bytes.
+        limit: u64,
+    },
     /// A pattern of `Allow`, `Deny`, `InheritEnvironment` or `AllowManifestEnv` (or of an
     /// entry's list) is not a valid glob.
-    #[error("McpApps.{list} pattern '{pattern}' is not a valid glob: {reason}")]
+    #[error("McpApps.{list} pattern {} is not a valid glob: {reason}", quoted(.pattern, '\''))]
     InvalidPattern {
         /// The setting under `McpApps`, such as `Allow` or `Entries.ID.AllowManifestEnv`.
         list: String,
         /// The pattern as written.
         pattern: String,
         /// Why it does not compile.
+        reason: String,
+    },
+    /// A setting has a value that cannot be applied.
+    #[error("McpApps.{key} {reason}")]
+    InvalidSetting {
+        /// The key, such as `MaxManifestBytes`.
+        key: &'static str,
+        /// What is wrong with the value.
         reason: String,
     },
 }

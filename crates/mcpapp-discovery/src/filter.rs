@@ -12,7 +12,7 @@
 //! (`?`, `[a-z]`, `*` in the middle) is accepted too.
 
 use globset::{GlobBuilder, GlobMatcher};
-use mcpapp_manifest::McpAppsConfig;
+use mcpapp_manifest::{MAX_ID_LEN, McpAppsConfig, quoted};
 
 use crate::error::ConfigError;
 
@@ -47,10 +47,24 @@ pub(crate) struct Denial {
     pub(crate) misconfigured: bool,
 }
 
+/// Longest accepted pattern, in characters. Ids have at most 64, so a longer pattern is a
+/// mistake; and globset panics on patterns whose regex outgrows its size limit, which a
+/// pattern of a few hundred kilobytes does.
+pub(crate) const MAX_PATTERN_CHARS: usize = 1024;
+
 fn compile(list: &'static str, patterns: &[String]) -> Result<Vec<Pattern>, ConfigError> {
     patterns
         .iter()
         .map(|text| {
+            if text.chars().count() > MAX_PATTERN_CHARS {
+                return Err(ConfigError::InvalidPattern {
+                    list: list.to_owned(),
+                    pattern: text.clone(),
+                    reason: format!(
+                        "it is longer than {MAX_PATTERN_CHARS} characters (app ids have at most {MAX_ID_LEN})"
+                    ),
+                });
+            }
             GlobBuilder::new(text)
                 .case_insensitive(true)
                 .literal_separator(false)
@@ -90,22 +104,28 @@ impl AppFilter {
     pub(crate) fn semantics_problem(&self) -> Option<String> {
         self.semantics.as_ref().err().map(|value| {
             format!(
-                "unsupported allowlist semantics '{value}' in McpApps.AllowlistSemantics: use 'legacy' or 'strict'; every app is denied until it is fixed"
+                "unsupported allowlist semantics {} in McpApps.AllowlistSemantics: use 'legacy' or 'strict'; every app is denied until it is fixed",
+                quoted(value, '\'')
             )
         })
     }
 
     /// Decides whether the app `id` may run; `entry_enabled` is its entry's `Enabled`.
     pub(crate) fn check(&self, id: &str, entry_enabled: bool) -> Result<(), Denial> {
+        // Invalid apps are filtered too, so the id may be of any length.
+        let app = quoted(id, '\'');
         if !entry_enabled {
             return Err(Denial {
-                message: format!("app '{id}' is disabled in McpApps.Entries"),
+                message: format!("app {app} is disabled in McpApps.Entries"),
                 misconfigured: false,
             });
         }
         if let Some(pattern) = self.deny.iter().find(|p| p.matcher.is_match(id)) {
             return Err(Denial {
-                message: format!("app '{id}' is denied by pattern '{}'", pattern.text),
+                message: format!(
+                    "app {app} is denied by pattern {}",
+                    quoted(&pattern.text, '\'')
+                ),
                 misconfigured: false,
             });
         }
@@ -114,7 +134,8 @@ impl AppFilter {
             Err(value) => {
                 return Err(Denial {
                     message: format!(
-                        "app '{id}' is denied because the allowlist semantics '{value}' is not supported (use 'legacy' or 'strict')"
+                        "app {app} is denied because the allowlist semantics {} is not supported (use 'legacy' or 'strict')",
+                        quoted(value, '\'')
                     ),
                     misconfigured: true,
                 });
@@ -124,10 +145,10 @@ impl AppFilter {
         if needs_match && !self.allow.iter().any(|p| p.matcher.is_match(id)) {
             let message = if self.allow.is_empty() {
                 format!(
-                    "app '{id}' is not in the allowlist (strict allowlist semantics with an empty Allow list allows no app)"
+                    "app {app} is not in the allowlist (strict allowlist semantics with an empty Allow list allows no app)"
                 )
             } else {
-                format!("app '{id}' is not in the allowlist")
+                format!("app {app} is not in the allowlist")
             };
             return Err(Denial {
                 message,
@@ -221,6 +242,18 @@ mod tests {
         assert!(allowed(&filter(&["*"], &[], "Strict"), "x"));
         assert!(!allowed(&filter(&[], &[], ""), "x"));
         assert!(!allowed(&filter(&[], &[], "stict"), "x"));
+    }
+
+    #[test]
+    fn patterns_longer_than_the_limit_are_refused_not_compiled() {
+        let longest = "a".repeat(MAX_PATTERN_CHARS);
+        assert!(allowed(&filter(&[&longest], &[], "legacy"), &longest));
+        let config = McpAppsConfig {
+            allow: vec![format!("{longest}*")],
+            ..McpAppsConfig::default()
+        };
+        let err = AppFilter::new(&config).unwrap_err().to_string();
+        assert!(err.contains("longer than 1024 characters"), "{err}");
     }
 
     #[test]

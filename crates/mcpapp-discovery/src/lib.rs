@@ -36,6 +36,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod bounded;
 mod config_file;
 mod discovery;
 mod env_policy;
@@ -45,9 +46,8 @@ mod paths;
 mod report;
 mod scan;
 
-pub use config_file::{ConfigFile, LoadedSection};
+pub use config_file::{ConfigFile, LoadedSection, MAX_CONFIG_FILE_BYTES};
 pub use discovery::{Discovery, DiscoveryBuilder};
 pub use env_policy::{EnvNamePatterns, is_gateway_credential};
 pub use error::ConfigError;
 pub use report::{Diagnostic, DiscoveredApp, DiscoveryReport};
-pub use scan::MAX_MANIFEST_BYTES;

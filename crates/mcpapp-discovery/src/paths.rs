@@ -2,6 +2,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use mcpapp_manifest::quoted;
+
 /// Makes `path` absolute against the current folder and drops `.` components, without
 /// touching the file system (symbolic links are kept as written).
 pub(crate) fn absolute(path: &Path) -> PathBuf {
@@ -45,7 +47,9 @@ pub(crate) fn resolve(raw: &str, base: &Path, env: &dyn Fn(&str) -> Option<Strin
             Some(value) => value,
             None => {
                 return Resolved::Unusable(format!(
-                    "discovery path '{raw}': environment variable {name} is not set"
+                    "discovery path {}: environment variable {} is not set",
+                    quoted(raw, '\''),
+                    quoted(name, '\'')
                 ));
             }
         }
@@ -55,7 +59,10 @@ pub(crate) fn resolve(raw: &str, base: &Path, env: &dyn Fn(&str) -> Option<Strin
         raw.to_owned()
     };
     if text.trim().is_empty() {
-        return Resolved::Unusable(format!("discovery path '{raw}' is empty and is ignored"));
+        return Resolved::Unusable(format!(
+            "discovery path {} is empty and is ignored",
+            quoted(raw, '\'')
+        ));
     }
     let path = Path::new(&text);
     let joined = if path.is_absolute() {

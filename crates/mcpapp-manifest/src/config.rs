@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::document::{Document, KeyCase, Position};
 use crate::error::{Finding, ParseError, Severity};
+use crate::quote::quoted;
 
 /// The name of the configuration section for MCP Apps.
 pub const SECTION_NAME: &str = "McpApps";
@@ -19,6 +20,9 @@ pub const ROOT_SECTION_NAME: &str = "OpenClaw";
 
 /// Default discovery path when none is configured.
 pub const DEFAULT_DISCOVERY_PATH: &str = "./mcpapps";
+
+/// Default `McpApps.MaxManifestBytes`: 1 MiB. Real manifests are a few kilobytes.
+pub const DEFAULT_MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
 
 /// The `McpApps` configuration section: where to look for apps and which to run.
 ///
@@ -38,6 +42,12 @@ pub struct McpAppsConfig {
     /// default.
     #[serde(default = "default_discovery_paths")]
     pub discovery_paths: Vec<String>,
+
+    /// The largest manifest file read, in bytes; a larger one is skipped with an error (and
+    /// only this much of it is ever read). At least 1. Defaults to 1048576 (1 MiB).
+    #[serde(default = "default_max_manifest_bytes")]
+    #[schemars(range(min = 1))]
+    pub max_manifest_bytes: u64,
 
     /// `legacy` (an empty `Allow` list allows every app) or `strict` (an empty `Allow` list
     /// allows none). Case-insensitive and trimmed. Any other value denies every app.
@@ -134,6 +144,9 @@ pub struct SupervisionConfig {
 fn default_discovery_paths() -> Vec<String> {
     vec![DEFAULT_DISCOVERY_PATH.to_owned()]
 }
+fn default_max_manifest_bytes() -> u64 {
+    DEFAULT_MAX_MANIFEST_BYTES
+}
 fn default_allowlist_semantics() -> String {
     "legacy".to_owned()
 }
@@ -150,6 +163,7 @@ impl Default for McpAppsConfig {
         Self {
             enabled: false,
             discovery_paths: default_discovery_paths(),
+            max_manifest_bytes: DEFAULT_MAX_MANIFEST_BYTES,
             allowlist_semantics: default_allowlist_semantics(),
             allow: Vec::new(),
             deny: Vec::new(),
@@ -367,12 +381,16 @@ impl<'a> ConfigDocument<'a> {
                 Finding {
                     severity: Severity::Warning,
                     position: Some(unknown.position),
-                    message: match &unknown.suggestion {
-                        Some(s) => format!(
-                            "unknown key `{}` in `{parent}`; did you mean `{s}`?",
-                            unknown.key
-                        ),
-                        None => format!("unknown key `{}` in `{parent}` is ignored", unknown.key),
+                    message: {
+                        let key = quoted(&unknown.key, '`');
+                        let parent = quoted(&parent, '`');
+                        match &unknown.suggestion {
+                            Some(s) => format!(
+                                "unknown key {key} in {parent}; did you mean {}?",
+                                quoted(s, '`')
+                            ),
+                            None => format!("unknown key {key} in {parent} is ignored"),
+                        }
                     },
                 }
             })

@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Number, Value};
 
 use crate::error::ParseError;
+use crate::quote::clipped;
 
 /// A 1-based line and column in a document; columns count characters, not bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -122,7 +123,8 @@ impl Converted {
             ParseError::Type {
                 field: path,
                 position,
-                message: err.into_inner().to_string(),
+                // serde quotes the refused value in full (`invalid type: string "…"`).
+                message: clipped(&err.into_inner().to_string()).to_string(),
             }
         })
     }
@@ -408,10 +410,14 @@ pub fn closest_match<'n>(
     written: &str,
     known: impl IntoIterator<Item = &'n str>,
 ) -> Option<String> {
+    let written_chars = written.chars().count();
+    let budget = (written_chars / 3).clamp(1, 3);
     let written_lower = written.to_ascii_lowercase();
-    let budget = (written.chars().count() / 3).clamp(1, 3);
     known
         .into_iter()
+        // Lengths further apart than the budget cannot be within it; checking first keeps a
+        // huge name from costing the product of the lengths.
+        .filter(|name| written_chars.abs_diff(name.chars().count()) <= budget)
         .map(|name| {
             (
                 edit_distance(&written_lower, &name.to_ascii_lowercase()),

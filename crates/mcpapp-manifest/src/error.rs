@@ -5,6 +5,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::document::Position;
+use crate::quote::quoted;
 
 /// Why a manifest or configuration text could not be read at all.
 ///
@@ -32,13 +33,13 @@ pub enum ParseError {
         position: Position,
     },
     /// A field has the wrong JSON type, such as the string `"10"` where a number belongs.
-    #[error("{}field `{field}`: {message}", position.map(|p| format!("line {}, column {}: ", p.line, p.column)).unwrap_or_default())]
+    #[error("{}field {}: {message}", position.map(|p| format!("line {}, column {}: ", p.line, p.column)).unwrap_or_default(), quoted(.field, '`'))]
     Type {
         /// Dotted path of the field, e.g. `startupTimeoutSeconds` or `Entries.app.Enabled`.
         field: String,
         /// Where the offending value is written, when known.
         position: Option<Position>,
-        /// What serde expected.
+        /// What serde expected, shortened when it quotes a long value.
         message: String,
     },
 }
@@ -60,7 +61,9 @@ impl ParseError {
             Self::Syntax { message, .. } => message.clone(),
             Self::Empty => "the document is empty".to_owned(),
             Self::NotAnObject { .. } => "expected a JSON object at the top level".to_owned(),
-            Self::Type { field, message, .. } => format!("field `{field}`: {message}"),
+            Self::Type { field, message, .. } => {
+                format!("field {}: {message}", quoted(field, '`'))
+            }
         }
     }
 }

@@ -35,14 +35,15 @@ mod config;
 mod document;
 mod error;
 mod manifest;
+mod quote;
 mod schema;
 mod state;
 mod validate;
 
 pub use config::{
     ConfigDocument, ConfigSection, DEFAULT_DISCOVERY_PATH, DEFAULT_INHERIT_ENVIRONMENT,
-    GATEWAY_CREDENTIAL_ENV, McpAppEntryConfig, McpAppsConfig, ParsedSection, ROOT_SECTION_NAME,
-    SECTION_NAME, SupervisionConfig,
+    DEFAULT_MAX_MANIFEST_BYTES, GATEWAY_CREDENTIAL_ENV, McpAppEntryConfig, McpAppsConfig,
+    ParsedSection, ROOT_SECTION_NAME, SECTION_NAME, SupervisionConfig,
 };
 pub use document::{Position, closest_match};
 pub use error::{Finding, ParseError, Severity};
@@ -51,6 +52,7 @@ pub use manifest::{
     DEFAULT_TRANSPORT, DEFAULT_VERSION, MANIFEST_FILE_NAME, MCP_APP_MIME_TYPE, McpAppManifest,
     ParsedManifest,
 };
+pub use quote::{MAX_QUOTED_CHARS, Quoted, quoted};
 pub use schema::{SchemaKind, config_schema, manifest_schema};
 pub use state::{InstallState, Lifecycle, Timestamp};
 pub use validate::{

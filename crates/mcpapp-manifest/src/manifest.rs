@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use crate::config::McpAppEntryConfig;
 use crate::document::{Document, KeyCase, Position};
 use crate::error::{Finding, ParseError, Severity};
+use crate::quote::quoted;
 
 /// The file name every app manifest must have, exactly.
 pub const MANIFEST_FILE_NAME: &str = "openclaw.mcpapp.json";
@@ -268,13 +269,18 @@ impl McpAppManifest {
             .map(|unknown| Finding {
                 severity: Severity::Warning,
                 position: Some(unknown.position),
-                message: match &unknown.suggestion {
-                    Some(s) if s.eq_ignore_ascii_case(&unknown.key) => format!(
-                        "unknown field `{}`; field names are case-sensitive: did you mean `{s}`?",
-                        unknown.key
-                    ),
-                    Some(s) => format!("unknown field `{}`; did you mean `{s}`?", unknown.key),
-                    None => format!("unknown field `{}` is ignored", unknown.key),
+                message: {
+                    let key = quoted(&unknown.key, '`');
+                    match &unknown.suggestion {
+                        Some(s) if s.eq_ignore_ascii_case(&unknown.key) => format!(
+                            "unknown field {key}; field names are case-sensitive: did you mean {}?",
+                            quoted(s, '`')
+                        ),
+                        Some(s) => {
+                            format!("unknown field {key}; did you mean {}?", quoted(s, '`'))
+                        }
+                        None => format!("unknown field {key} is ignored"),
+                    }
                 },
             })
             .collect();

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::manifest::McpAppManifest;
+use crate::quote::quoted;
 
 /// Longest accepted app id, in characters.
 pub const MAX_ID_LEN: usize = 64;
@@ -116,7 +117,8 @@ pub enum ValidationError {
     /// `id` has characters outside `[A-Za-z0-9._-]`, does not start with a letter or digit, or
     /// is longer than 64 characters.
     #[error(
-        "'id' \"{id}\" is not a valid app id: use 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        "'id' {} is not a valid app id: use 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+        quoted(.id, '"')
     )]
     InvalidId {
         /// The id as written.
@@ -128,7 +130,7 @@ pub enum ValidationError {
     )]
     LegacySseTransport,
     /// `transport` is neither `stdio` nor `http` (nor an alias of them).
-    #[error("unsupported transport '{value}': use 'stdio' or 'http'")]
+    #[error("unsupported transport {}: use 'stdio' or 'http'", quoted(.value, '\''))]
     UnsupportedTransport {
         /// The transport as written.
         value: String,
@@ -140,7 +142,7 @@ pub enum ValidationError {
     #[error("transport 'http' requires 'url'")]
     MissingUrl,
     /// `url` is not an absolute `http://` or `https://` URL.
-    #[error("'url' \"{url}\" is not an absolute http:// or https:// URL: {reason}")]
+    #[error("'url' {} is not an absolute http:// or https:// URL: {reason}", quoted(.url, '"'))]
     InvalidUrl {
         /// The URL as written, with any password removed.
         url: String,
@@ -156,7 +158,11 @@ pub enum ValidationError {
         value: i64,
     },
     /// Two header names differ only in case, so it is unclear which one is meant.
-    #[error("headers '{first}' and '{second}' differ only in case")]
+    #[error(
+        "headers {} and {} differ only in case",
+        quoted(.first, '\''),
+        quoted(.second, '\'')
+    )]
     DuplicateHeader {
         /// The first name.
         first: String,
@@ -357,7 +363,10 @@ fn parse_http_url(raw: &str) -> Result<url::Url, ValidationError> {
     };
     let url = url::Url::parse(raw.trim()).map_err(|e| invalid(e.to_string()))?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(invalid(format!("the scheme is '{}'", url.scheme())));
+        return Err(invalid(format!(
+            "the scheme is {}",
+            quoted(url.scheme(), '\'')
+        )));
     }
     if url.host_str().is_none_or(str::is_empty) {
         return Err(invalid("it has no host".to_owned()));

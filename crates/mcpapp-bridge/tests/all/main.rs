@@ -33,6 +33,70 @@ pub(crate) fn logging() {
     }
 }
 
+/// One event recorded by [`LogCapture`].
+#[derive(Debug, Clone)]
+pub(crate) struct LoggedEvent {
+    pub(crate) level: tracing::Level,
+    pub(crate) target: String,
+    pub(crate) message: String,
+}
+
+/// A `tracing` layer that records every event, for tests that count what was logged. Install
+/// it on the test's thread with [`LogCapture::install`].
+#[derive(Clone, Default)]
+pub(crate) struct LogCapture {
+    events: Arc<std::sync::Mutex<Vec<LoggedEvent>>>,
+}
+
+impl LogCapture {
+    /// Makes this capture the current thread's subscriber until the guard is dropped. Tasks of
+    /// a current-thread Tokio runtime run on that thread, so they are captured too.
+    pub(crate) fn install(&self) -> tracing::subscriber::DefaultGuard {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(self.clone()))
+    }
+
+    /// The events at `level` from the module `target` whose message contains `text`.
+    pub(crate) fn matching(
+        &self,
+        level: tracing::Level,
+        target: &str,
+        text: &str,
+    ) -> Vec<LoggedEvent> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.level == level && e.target == target && e.message.contains(text))
+            .cloned()
+            .collect()
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for LogCapture {
+    fn on_event(
+        &self,
+        event: &tracing::Event<'_>,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        struct Message(String);
+        impl tracing::field::Visit for Message {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.0 = format!("{value:?}");
+                }
+            }
+        }
+        let mut message = Message(String::new());
+        event.record(&mut message);
+        self.events.lock().unwrap().push(LoggedEvent {
+            level: *event.metadata().level(),
+            target: event.metadata().target().to_owned(),
+            message: message.0,
+        });
+    }
+}
+
 /// Supervised apps bridged into a registry, torn down at the end of a test.
 pub(crate) struct Bridge {
     pub(crate) supervisor: Supervisor,

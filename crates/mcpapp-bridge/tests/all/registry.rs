@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use mcpapp_bridge::{CollisionReason, RegistryError, SourcePreference, ToolRegistry, ToolSource};
 
-use crate::{call, described, tool};
+use crate::{LogCapture, call, described, tool};
 
 /// `(name, registration id)` of every listed tool.
 fn listing(registry: &ToolRegistry) -> Vec<(String, String)> {
@@ -484,4 +484,71 @@ fn collisions_are_logged_as_warnings_once() {
     assert!(text.contains("tool name collision"), "{text}");
     assert!(text.contains("'mcpapp:a' keeps it"), "{text}");
     assert!(text.contains("plugin:b"), "{text}");
+}
+
+/// The crash-loop case: the same registrations withdrawn and registered again and again. Each
+/// distinct collision is a warning once; its later appearances are debug events. Unregistering
+/// a registration for good forgets its collisions, so they warn again if it comes back.
+#[test]
+fn each_distinct_collision_warns_once_however_often_it_reappears() {
+    const TARGET: &str = "mcpapp_bridge::registry";
+    let capture = LogCapture::default();
+    let _guard = capture.install();
+    let registry = ToolRegistry::new();
+    let sets = [
+        ("mcpapp:a", ToolSource::Native, vec!["x", "y"]),
+        ("mcpapp:b", ToolSource::Native, vec!["x", "y", "z"]),
+        ("plugin:c", ToolSource::Plugin, vec!["x", "z"]),
+    ];
+    let register = |id: &str, source: ToolSource, names: &[&str]| {
+        let tools = names.iter().map(|name| tool(name, id)).collect();
+        registry.register(id, source, tools).unwrap();
+    };
+    let mut distinct = std::collections::BTreeSet::new();
+    let record = |registry: &ToolRegistry, distinct: &mut std::collections::BTreeSet<_>| {
+        for c in registry.collisions() {
+            distinct.insert((c.name, c.winner, c.loser));
+        }
+    };
+    for (id, source, names) in &sets {
+        register(id, *source, names);
+    }
+    record(&registry, &mut distinct);
+    let first = distinct.len();
+    assert_eq!(first, 4, "{distinct:?}");
+    for round in 0..20 {
+        // Withdraw one registration (as a stop does), then bring it back.
+        let (id, source, names) = &sets[round % sets.len()];
+        register(id, *source, &[]);
+        record(&registry, &mut distinct);
+        register(id, *source, names);
+        record(&registry, &mut distinct);
+    }
+    // Withdrawing `a` lets `b` win `x` and `y` over `c`: collisions of their own.
+    assert!(distinct.len() > first, "{distinct:?}");
+    let warnings = capture.matching(tracing::Level::WARN, TARGET, "tool name collision");
+    assert_eq!(warnings.len(), distinct.len(), "{warnings:#?}");
+    for (name, winner, loser) in &distinct {
+        let about = format!("tool name '{name}' is registered by '{winner}'");
+        let count = warnings
+            .iter()
+            .filter(|w| w.message.contains(&about) && w.message.contains(&format!("'{loser}'")))
+            .count();
+        assert_eq!(count, 1, "{name} {winner} {loser}: {warnings:#?}");
+    }
+    let again = capture.matching(tracing::Level::DEBUG, TARGET, "tool name collision again");
+    assert!(again.len() >= 20, "{}", again.len());
+
+    // Gone for good, then back: its collisions are new again.
+    assert!(registry.unregister("mcpapp:b"));
+    register("mcpapp:b", ToolSource::Native, &["x", "y", "z"]);
+    let warnings = capture.matching(tracing::Level::WARN, TARGET, "tool name collision");
+    let b_again = warnings.len() - distinct.len();
+    let b_now = registry
+        .collisions()
+        .iter()
+        .filter(|c| c.winner == "mcpapp:b" || c.loser == "mcpapp:b")
+        .count();
+    assert_eq!(b_again, b_now, "{warnings:#?}");
+    assert!(b_now >= 2);
 }

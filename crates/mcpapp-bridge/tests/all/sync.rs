@@ -13,7 +13,7 @@ use mcpapp_supervisor::Supervisor;
 use mcpapp_testkit::{AppsDir, bin};
 use serde_json::json;
 
-use crate::{Bridge, PATIENCE, wait_registry};
+use crate::{Bridge, LogCapture, PATIENCE, wait_registry};
 
 /// A fixture app with `prefix` whose `get_env WHO` answers `who`.
 fn fixture_app(apps: &AppsDir, id: &str, prefix: &str, who: &str, args: &[&str]) {
@@ -255,5 +255,58 @@ async fn registered_app_tools_map_to_safe_model_names_and_back() {
             "{model_name}"
         );
     }
+    bridge.shutdown().await;
+}
+
+/// Apps that stop and start again (as a crash loop does) bring back the same collisions and
+/// the same malformed visibility each time: each is a warning once, then debug events.
+#[tokio::test]
+async fn restarts_warn_about_each_collision_and_hidden_tool_once() {
+    let capture = LogCapture::default();
+    // The test runtime has one thread, so the sync task logs on this one.
+    let _guard = capture.install();
+    let apps = AppsDir::new();
+    fixture_app(&apps, "a-first", "fx.", "a", &[]);
+    fixture_app(&apps, "b-second", "fx.", "b", &[]);
+    let bridge = Bridge::start(apps).await;
+    let registry = &bridge.registry;
+    let names = bridge.names().len();
+    assert_eq!(registry.collisions().len(), names);
+
+    let rounds = 4;
+    for round in 0..rounds {
+        let app = bridge.app(if round % 2 == 0 {
+            "b-second"
+        } else {
+            "a-first"
+        });
+        app.stop().unwrap();
+        wait_registry(registry, |r| r.collisions().is_empty()).await;
+        app.start().unwrap();
+        wait_registry(registry, |r| r.collisions().len() == names).await;
+    }
+    bridge.sync.synced().await;
+
+    let registry_target = "mcpapp_bridge::registry";
+    let warned = capture.matching(tracing::Level::WARN, registry_target, "tool name collision");
+    assert_eq!(warned.len(), names, "{warned:#?}");
+    let again = capture.matching(
+        tracing::Level::DEBUG,
+        registry_target,
+        "tool name collision again",
+    );
+    assert!(again.len() >= rounds * names, "{}", again.len());
+
+    let sync_target = "mcpapp_bridge::sync";
+    let hidden = capture.matching(tracing::Level::WARN, sync_target, "hidden from the model");
+    assert_eq!(hidden.len(), 2, "one per app: {hidden:#?}");
+    let hidden_again =
+        capture.matching(tracing::Level::DEBUG, sync_target, "hidden from the model");
+    assert!(hidden_again.len() >= rounds, "{hidden_again:#?}");
+    // The diagnostics still report the current problems.
+    let diagnostics = bridge.sync.diagnostics();
+    let count = |kind| diagnostics.iter().filter(|d| d.kind == kind).count();
+    assert_eq!(count(SyncDiagnosticKind::NameCollision), names);
+    assert_eq!(count(SyncDiagnosticKind::MalformedVisibility), 2);
     bridge.shutdown().await;
 }

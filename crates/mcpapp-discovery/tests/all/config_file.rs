@@ -67,3 +67,32 @@ fn unreadable_and_malformed_files_are_errors_naming_them() {
         format!("{}:2:15: unexpected token in object", bad.display())
     );
 }
+
+#[test]
+fn oversized_and_non_utf8_configuration_files_are_errors_naming_them() {
+    let tree = Tree::new();
+    // A sparse file: larger than the limit without taking the space.
+    let big = tree.path("big.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(mcpapp_discovery::MAX_CONFIG_FILE_BYTES + 1)
+        .unwrap();
+    let err = ConfigFile::read(&big).unwrap_err();
+    assert!(matches!(err, ConfigError::TooLarge { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "configuration file {} is larger than the 16777216-byte limit",
+            big.display()
+        )
+    );
+
+    let latin1 = tree.path("latin1.json");
+    std::fs::write(&latin1, b"{\"McpApps\": {\"Allow\": [\"caf\xe9\"]}}").unwrap();
+    let err = ConfigFile::read(&latin1).unwrap_err();
+    assert!(matches!(err, ConfigError::Read { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("not valid UTF-8 (at byte 27)"),
+        "{err}"
+    );
+}

@@ -253,7 +253,7 @@ fn env_paths_read_the_variable_and_missing_ones_are_reported() {
     assert!(
         report.diagnostics[0]
             .message
-            .contains("MCPAPP_TEST_UNSET is not set")
+            .contains("'MCPAPP_TEST_UNSET' is not set")
     );
 }
 

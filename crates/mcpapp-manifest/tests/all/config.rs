@@ -18,6 +18,22 @@ fn config_defaults_are_the_originals() {
     assert_eq!(c.discovery_paths, ["./mcpapps"]);
     assert_eq!(c.allowlist_semantics, "legacy");
     assert!(c.allow.is_empty() && c.deny.is_empty() && c.entries.is_empty());
+    assert_eq!(c.max_manifest_bytes, 1024 * 1024);
+}
+
+#[test]
+fn the_manifest_size_limit_is_a_setting() {
+    let section = mcp_apps(r#"{"McpApps": {"Enabled": true, "maxmanifestbytes": 4096}}"#);
+    assert!(section.findings.is_empty(), "{:?}", section.findings);
+    assert_eq!(section.value.max_manifest_bytes, 4096);
+    let err = ConfigDocument::parse(r#"{"McpApps": {"MaxManifestBytes": -1}}"#)
+        .unwrap()
+        .mcp_apps()
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("McpApps.MaxManifestBytes"),
+        "{err}"
+    );
 }
 
 #[test]

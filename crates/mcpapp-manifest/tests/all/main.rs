@@ -5,6 +5,7 @@
 
 mod config;
 mod fuzz;
+mod long_values;
 mod manifest;
 mod schema;
 mod state;
