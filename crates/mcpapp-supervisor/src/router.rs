@@ -14,11 +14,19 @@
 //!   request's HTTP response stream goes to that request; everything else that is
 //!   session-wide (list changes, `resources/updated`, logging on the shared stream) goes to
 //!   every port and to rmcp.
-//! - A server-to-client request (elicitation, sampling, roots) goes to the port whose request
-//!   caused it when that can be told: over HTTP by the response stream it arrives on, over
-//!   stdio only when exactly one port, and not rmcp, has requests in flight. The port must
-//!   have declared the matching capability. Otherwise rmcp's handler answers it.
+//! - A server-to-client request (elicitation, sampling, roots) goes to the session that caused
+//!   it. On an HTTP response stream the cause is that stream's request. Where the wire says
+//!   nothing (stdio, the standalone GET stream), the request goes to the one port that has
+//!   requests in flight and declared the capability, to its newest request. The gateway's rmcp
+//!   client answers what its own requests caused, and what nobody can answer while it is busy;
+//!   otherwise the router answers with an error that says why no session could.
 //! - A port may answer only the server requests routed to it.
+//! - Session-wide state is kept per port on the one upstream session. Resource subscriptions
+//!   are reference-counted: the first port to subscribe to a URI subscribes upstream, the last
+//!   to leave unsubscribes, the others are answered here; `resources/updated` reaches only the
+//!   subscribers of its URI. `logging/setLevel` is kept per port: upstream the level is the most
+//!   verbose any port asked for, and each port receives session-wide log messages at its own
+//!   level or above (a port that never set one receives what the server sends).
 
 use std::collections::{HashMap, HashSet};
 
@@ -93,6 +101,31 @@ struct PendingRequest {
     port: PortId,
     original_id: Box<RawValue>,
     token: Option<Key>,
+    /// A subscription recorded when the request was sent, undone if the server refuses it.
+    subscribes: Option<String>,
+}
+
+/// Who holds a resource subscription on the shared session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Party {
+    Rmcp,
+    Port(PortId),
+}
+
+/// MCP log levels, least severe first (RFC 5424 severities).
+const LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+fn level_rank(level: &str) -> Option<usize> {
+    LEVELS.iter().position(|l| *l == level)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +139,8 @@ struct PortEntry {
     capabilities: PortCapabilities,
     /// Upstream keys of requests in flight, oldest first.
     in_flight: Vec<Key>,
+    /// The log level this port asked for (`logging/setLevel`), as a rank in [`LEVELS`].
+    level: Option<usize>,
 }
 
 /// The routing tables of one upstream session.
@@ -118,6 +153,9 @@ pub(crate) struct Router {
     rmcp_initialize: Option<Key>,
     initialize_result: Option<Box<RawValue>>,
     server_requests: HashMap<Key, Owner>,
+    subscriptions: HashMap<String, std::collections::BTreeSet<Party>>,
+    /// The level last asked of the server, as a rank in [`LEVELS`].
+    upstream_level: Option<usize>,
     next: u64,
 }
 
@@ -138,6 +176,7 @@ impl Router {
             PortEntry {
                 capabilities,
                 in_flight: Vec::new(),
+                level: None,
             },
         );
     }
@@ -176,11 +215,124 @@ impl Router {
                 request: None,
             });
         }
+        // Subscriptions only this port held end upstream too.
+        let mut emptied: Vec<String> = Vec::new();
+        self.subscriptions.retain(|uri, parties| {
+            let held = parties.remove(&Party::Port(port));
+            if held && parties.is_empty() {
+                emptied.push(uri.clone());
+            }
+            !parties.is_empty()
+        });
+        emptied.sort();
+        for uri in emptied {
+            let params = serde_json::json!({ "uri": uri }).to_string();
+            out.push(self.gateway_request("resources/unsubscribe", &params));
+        }
+        // A less verbose level may do now.
+        if let Some(rank) = self.wanted_level()
+            && Some(rank) != self.upstream_level
+        {
+            self.upstream_level = Some(rank);
+            let params = serde_json::json!({ "level": LEVELS[rank] }).to_string();
+            out.push(self.gateway_request("logging/setLevel", &params));
+        }
         out
     }
 
-    /// A request from a port. Returns the upstream key it was given, or an error response to
-    /// hand straight back (malformed message, unknown port).
+    /// A request the gateway makes on its own behalf (keeping shared state right); nobody
+    /// waits for its answer, which is dropped when it comes.
+    fn gateway_request(&mut self, method: &str, params: &str) -> Delivery {
+        self.next += 1;
+        let id = raw_string(&format!("gw:0:{}", self.next));
+        let key = key_of(&id);
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","id":{},"method":{},"params":{params}}}"#,
+            id.get(),
+            raw_string(method).get()
+        );
+        match RawMessage::parse(text) {
+            Ok(message) => Delivery::Upstream {
+                message,
+                request: Some(key),
+            },
+            Err(err) => Delivery::Drop {
+                reason: format!("could not build {method}: {err}"),
+            },
+        }
+    }
+
+    /// The most verbose level any port asked for.
+    fn wanted_level(&self) -> Option<usize> {
+        self.ports.values().filter_map(|entry| entry.level).min()
+    }
+
+    /// Shared-state requests a port makes that may be answered here rather than upstream:
+    /// returns the answer, or `None` to send the request upstream (with the subscription to
+    /// record, if any).
+    fn shared_state(
+        &mut self,
+        port: PortId,
+        method: &str,
+        message: &RawMessage,
+        id: &RawValue,
+    ) -> Result<Option<String>, RawMessage> {
+        let empty = || RawMessage::response(id, &raw_json("{}".to_owned()));
+        let string_param = |name: &str| {
+            message
+                .get_path(&["params", name])
+                .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+        };
+        match method {
+            "resources/subscribe" => {
+                let Some(uri) = string_param("uri") else {
+                    return Ok(None);
+                };
+                let parties = self.subscriptions.entry(uri.clone()).or_default();
+                let first = parties.is_empty();
+                parties.insert(Party::Port(port));
+                if first { Ok(Some(uri)) } else { Err(empty()) }
+            }
+            "resources/unsubscribe" => {
+                let Some(uri) = string_param("uri") else {
+                    return Ok(None);
+                };
+                let Some(parties) = self.subscriptions.get_mut(&uri) else {
+                    return Err(empty());
+                };
+                let held = parties.remove(&Party::Port(port));
+                if parties.is_empty() {
+                    self.subscriptions.remove(&uri);
+                }
+                let last = held && !self.subscriptions.contains_key(&uri);
+                if last { Ok(None) } else { Err(empty()) }
+            }
+            "logging/setLevel" => {
+                let Some(rank) = string_param("level").as_deref().and_then(level_rank) else {
+                    // Unknown levels go upstream, which answers them as it sees fit.
+                    return Ok(None);
+                };
+                if let Some(entry) = self.ports.get_mut(&port) {
+                    entry.level = Some(rank);
+                }
+                let wanted = self.wanted_level();
+                if wanted == self.upstream_level {
+                    return Err(empty());
+                }
+                self.upstream_level = wanted;
+                if wanted == Some(rank) {
+                    Ok(None)
+                } else {
+                    // Another port wants more; the server already sends enough.
+                    Err(empty())
+                }
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// A request from a port. Returns the upstream key it was given, or a response to hand
+    /// straight back (a malformed message, an unknown port, or shared state answered here).
     pub(crate) fn port_request(
         &mut self,
         port: PortId,
@@ -200,6 +352,8 @@ impl Router {
                 "this session is closed",
             ));
         }
+        let method = message.method().unwrap_or_default();
+        let subscribes = self.shared_state(port, &method, &message, &original_id)?;
         self.next += 1;
         let n = self.next;
         let key_value = raw_string(&format!("gw:{port}:{n}"));
@@ -224,6 +378,7 @@ impl Router {
                 port,
                 original_id,
                 token: token_key,
+                subscribes,
             },
         );
         if let Some(entry) = self.ports.get_mut(&port) {
@@ -328,8 +483,25 @@ impl Router {
             MessageKind::Request => {
                 if let Some(id) = message.id() {
                     let key = key_of(id);
-                    if message.method().as_deref() == Some("initialize") {
+                    let method = message.method();
+                    if method.as_deref() == Some("initialize") {
                         self.rmcp_initialize = Some(key.clone());
+                    }
+                    if let Some(subscription) = method.as_deref().filter(|m| {
+                        matches!(*m, "resources/subscribe" | "resources/unsubscribe")
+                    }) && let Some(uri) = message
+                        .get_path(&["params", "uri"])
+                        .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+                    {
+                        let parties = self.subscriptions.entry(uri.clone()).or_default();
+                        if subscription == "resources/subscribe" {
+                            parties.insert(Party::Rmcp);
+                        } else {
+                            parties.remove(&Party::Rmcp);
+                            if parties.is_empty() {
+                                self.subscriptions.remove(&uri);
+                            }
+                        }
                     }
                     self.rmcp_in_flight.insert(key.clone());
                     request = Some(key);
@@ -367,6 +539,16 @@ impl Router {
             }];
         };
         if let Some(pending) = self.forget_request(&key) {
+            if message.kind() == MessageKind::Error
+                && let Some(uri) = &pending.subscribes
+                && let Some(parties) = self.subscriptions.get_mut(uri)
+            {
+                // The server refused it: the port holds no subscription after all.
+                parties.remove(&Party::Port(pending.port));
+                if parties.is_empty() {
+                    self.subscriptions.remove(uri);
+                }
+            }
             message.set_id(&pending.original_id);
             return vec![Delivery::Request {
                 request: key,
@@ -435,14 +617,60 @@ impl Router {
                 Origin::Post(key) if self.rmcp_in_flight.contains(key) => {
                     vec![Delivery::Rmcp(message)]
                 }
-                _ => self.broadcast(message),
+                _ => {
+                    let rank = message
+                        .get_path(&["params", "level"])
+                        .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+                        .as_deref()
+                        .and_then(level_rank);
+                    self.broadcast_to(message, |entry| {
+                        match (entry.level, rank) {
+                            (Some(wanted), Some(rank)) => rank >= wanted,
+                            _ => true,
+                        }
+                    })
+                }
             },
+            "notifications/resources/updated" => {
+                let uri = message
+                    .get_path(&["params", "uri"])
+                    .and_then(|v| serde_json::from_str::<String>(v.get()).ok());
+                let parties = uri.and_then(|uri| self.subscriptions.get(&uri));
+                let Some(parties) = parties else {
+                    // Nobody here subscribed: only rmcp hears it (and ignores it).
+                    return vec![Delivery::Rmcp(message)];
+                };
+                let mut out: Vec<Delivery> = parties
+                    .iter()
+                    .filter_map(|party| match party {
+                        Party::Port(port) => Some(Delivery::Port {
+                            port: *port,
+                            message: message.clone(),
+                        }),
+                        Party::Rmcp => None,
+                    })
+                    .collect();
+                if parties.contains(&Party::Rmcp) {
+                    out.push(Delivery::Rmcp(message));
+                }
+                out
+            }
             _ => self.broadcast(message),
         }
     }
 
     fn broadcast(&self, message: RawMessage) -> Vec<Delivery> {
-        let mut ports: Vec<PortId> = self.ports.keys().copied().collect();
+        self.broadcast_to(message, |_| true)
+    }
+
+    /// Every port `wants` (in port order), then rmcp.
+    fn broadcast_to(&self, message: RawMessage, wants: impl Fn(&PortEntry) -> bool) -> Vec<Delivery> {
+        let mut ports: Vec<PortId> = self
+            .ports
+            .iter()
+            .filter(|(_, entry)| wants(entry))
+            .map(|(port, _)| *port)
+            .collect();
         ports.sort_unstable();
         let mut out: Vec<Delivery> = ports
             .into_iter()
@@ -462,21 +690,26 @@ impl Router {
             }];
         };
         let method = message.method().unwrap_or_default();
-        let cause = match origin {
-            Origin::Post(key) => self
-                .requests
-                .get(key)
-                .map(|pending| (pending.port, key.clone())),
-            Origin::Stdio => self.only_party_in_flight(),
-            Origin::Get => None,
+        let routed = match origin {
+            Origin::Post(key) => match self.requests.get(key) {
+                Some(pending) => {
+                    let port = pending.port;
+                    if self.allows(port, &method) {
+                        Ok((port, key.clone()))
+                    } else {
+                        Err(Some(
+                            "the client session whose request caused it did not declare the capability"
+                                .to_owned(),
+                        ))
+                    }
+                }
+                // One of rmcp's requests caused it (or one nobody waits for any more).
+                None => Err(None),
+            },
+            Origin::Stdio | Origin::Get => self.sole_capable_port(&method).map_err(Some),
         };
-        let routed = cause.filter(|(port, _)| {
-            self.ports
-                .get(port)
-                .is_some_and(|entry| entry.capabilities.allows(&method))
-        });
         match routed {
-            Some((port, request)) => {
+            Ok((port, request)) => {
                 self.server_requests.insert(
                     id,
                     Owner::Port {
@@ -490,29 +723,72 @@ impl Router {
                     last: false,
                 }]
             }
-            None => {
+            // The gateway's own client answers what it caused, pings and methods it may know
+            // better, and anything while its own requests are in flight (they may be the
+            // cause). `roots/list` is answered by it too: the gateway exposes no roots.
+            Err(None) => {
                 self.server_requests.insert(id, Owner::Rmcp);
                 vec![Delivery::Rmcp(message)]
             }
+            Err(Some(_))
+                if !is_client_capability(&method)
+                    || method == "roots/list"
+                    || !self.rmcp_in_flight.is_empty() =>
+            {
+                self.server_requests.insert(id, Owner::Rmcp);
+                vec![Delivery::Rmcp(message)]
+            }
+            Err(Some(why)) => vec![Delivery::Upstream {
+                message: RawMessage::error_response(
+                    message.id(),
+                    -32603,
+                    &format!("no client connected through the gateway can answer {method}: {why}"),
+                ),
+                request: None,
+            }],
         }
     }
 
-    /// Over stdio a server request carries no hint of its cause; it is attributed only when a
-    /// single port, and not rmcp, has requests in flight (its newest one).
-    fn only_party_in_flight(&self) -> Option<(PortId, Key)> {
-        if !self.rmcp_in_flight.is_empty() {
-            return None;
-        }
-        let mut busy = self
+    fn allows(&self, port: PortId, method: &str) -> bool {
+        self.ports
+            .get(&port)
+            .is_some_and(|entry| entry.capabilities.allows(method))
+    }
+
+    /// Where the wire does not say what caused a server request: the one port with requests in
+    /// flight that declared the capability (its newest request); none or several cannot be
+    /// told apart.
+    fn sole_capable_port(&self, method: &str) -> Result<(PortId, Key), String> {
+        let mut candidates = self
             .ports
             .iter()
-            .filter(|(_, entry)| !entry.in_flight.is_empty());
-        let (port, entry) = busy.next()?;
-        if busy.next().is_some() {
-            return None;
+            .filter(|(_, entry)| !entry.in_flight.is_empty() && entry.capabilities.allows(method));
+        let Some((port, entry)) = candidates.next() else {
+            return Err(
+                "no client session that declared the capability for it has a request in flight"
+                    .to_owned(),
+            );
+        };
+        if candidates.next().is_some() {
+            return Err(
+                "several client sessions that declared the capability have requests in flight, and the server did not say which one it is for"
+                    .to_owned(),
+            );
         }
-        entry.in_flight.last().map(|key| (*port, key.clone()))
+        entry
+            .in_flight
+            .last()
+            .map(|key| (*port, key.clone()))
+            .ok_or_else(|| "the session's request has ended".to_owned())
     }
+}
+
+/// Methods a server may call only on clients that declared a capability for them.
+fn is_client_capability(method: &str) -> bool {
+    matches!(
+        method,
+        "elicitation/create" | "sampling/createMessage" | "roots/list"
+    )
 }
 
 fn cancelled(key: &Key, reason: &str) -> Delivery {
@@ -659,7 +935,7 @@ mod tests {
         r.open_port(1, PortCapabilities::default());
         r.open_port(2, PortCapabilities::default());
         let d = r.upstream(
-            msg(r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"x"}}"#),
+            msg(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#),
             &Origin::Post("1".into()),
         );
         let ports: Vec<PortId> = d
@@ -711,34 +987,155 @@ mod tests {
             [Delivery::Drop { .. }]
         ));
         assert_eq!(upstream_text(&r.port_response(1, msg(answer))), [answer]);
-        // Port 2 did not declare elicitation: the gateway answers instead.
+        // Port 2 did not declare elicitation: the gateway answers, saying why.
         let d = r.upstream(msg(elicit.replace("40", "41").as_str()), &Origin::Post(k2));
+        let answer = upstream_text(&d);
+        assert!(
+            answer[0].contains(r#""id":41"#)
+                && answer[0].contains("did not declare the capability"),
+            "{answer:?}"
+        );
+        // What rmcp's own request caused goes to rmcp's handler.
+        r.rmcp_outgoing(msg(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call"}"#));
+        let d = r.upstream(msg(elicit.replace("40", "42").as_str()), &Origin::Post("3".into()));
         assert!(matches!(&d[..], [Delivery::Rmcp(_)]));
     }
 
     #[test]
-    fn over_stdio_server_requests_go_to_the_only_busy_port() {
+    fn without_a_cause_on_the_wire_server_requests_go_to_the_one_capable_busy_port() {
+        for origin in [Origin::Stdio, Origin::Get] {
+            let mut r = Router::default();
+            r.open_port(1, all_caps());
+            r.open_port(2, PortCapabilities::default());
+            let elicit = r#"{"jsonrpc":"2.0","id":7,"method":"elicitation/create","params":{}}"#;
+            // Nobody busy: the gateway answers with the reason.
+            let d = r.upstream(msg(elicit), &origin);
+            assert!(upstream_text(&d)[0].contains("has a request in flight"), "{d:?}");
+            let (k1, _) = r
+                .port_request(1, msg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#))
+                .unwrap();
+            // A busy port that cannot answer does not count, and neither does rmcp being busy.
+            r.port_request(2, msg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#))
+                .unwrap();
+            r.rmcp_outgoing(msg(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call"}"#));
+            let d = r.upstream(msg(&elicit.replace("7", "8")), &origin);
+            assert!(
+                matches!(&d[..], [Delivery::Request { request, .. }] if *request == k1),
+                "{d:?}"
+            );
+            // Two capable busy ports cannot be told apart; rmcp, busy, answers.
+            r.open_port(3, all_caps());
+            r.port_request(3, msg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#))
+                .unwrap();
+            let d = r.upstream(msg(&elicit.replace("7", "9")), &origin);
+            assert!(matches!(&d[..], [Delivery::Rmcp(_)]), "{d:?}");
+            // With rmcp idle, the gateway says why.
+            r.upstream(msg(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#), &origin);
+            let d = r.upstream(msg(&elicit.replace("7", "10")), &origin);
+            assert!(upstream_text(&d)[0].contains("several client sessions"), "{d:?}");
+            // Pings are rmcp's.
+            let d = r.upstream(msg(r#"{"jsonrpc":"2.0","id":11,"method":"ping"}"#), &origin);
+            assert!(matches!(&d[..], [Delivery::Rmcp(_)]));
+        }
+    }
+
+    #[test]
+    fn subscriptions_are_counted_per_port_and_updates_reach_subscribers_only() {
         let mut r = Router::default();
-        r.open_port(1, all_caps());
-        r.open_port(2, all_caps());
-        let elicit = r#"{"jsonrpc":"2.0","id":7,"method":"elicitation/create","params":{}}"#;
-        let (k1, _) = r
-            .port_request(1, msg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#))
-            .unwrap();
-        let d = r.upstream(msg(elicit), &Origin::Stdio);
-        assert!(matches!(&d[..], [Delivery::Request { request, .. }] if *request == k1));
-        // With two ports busy, or rmcp busy, nobody can tell: rmcp answers.
-        r.port_request(2, msg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#))
-            .unwrap();
-        let d = r.upstream(msg(&elicit.replace("7", "8")), &Origin::Stdio);
-        assert!(matches!(&d[..], [Delivery::Rmcp(_)]));
+        for port in 1..=3 {
+            r.open_port(port, PortCapabilities::default());
+        }
+        let sub = |uri: &str| {
+            msg(&format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{{"uri":"{uri}"}}}}"#
+            ))
+        };
+        let unsub = |uri: &str| {
+            msg(&format!(
+                r#"{{"jsonrpc":"2.0","id":2,"method":"resources/unsubscribe","params":{{"uri":"{uri}"}}}}"#
+            ))
+        };
+        let updated = msg(
+            r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a"}}"#,
+        );
+        let ports_of = |d: &[Delivery]| -> Vec<PortId> {
+            d.iter()
+                .filter_map(|d| match d {
+                    Delivery::Port { port, .. } => Some(*port),
+                    _ => None,
+                })
+                .collect()
+        };
+        // The first subscriber goes upstream; the second is answered here.
+        let (_, d) = r.port_request(1, sub("a")).unwrap();
+        assert_eq!(upstream_text(&d).len(), 1);
+        let answered = r.port_request(2, sub("a")).unwrap_err();
+        assert_eq!(answered.as_str(), r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        // Port 3 never subscribed and hears nothing.
+        assert_eq!(ports_of(&r.upstream(updated.clone(), &Origin::Get)), [1, 2]);
+        // One port leaving does not end the other's subscription.
+        assert!(r.port_request(1, unsub("a")).is_err());
+        assert_eq!(ports_of(&r.upstream(updated.clone(), &Origin::Get)), [2]);
+        // The last one does, upstream.
+        let (_, d) = r.port_request(2, unsub("a")).unwrap();
+        assert!(upstream_text(&d)[0].contains("resources/unsubscribe"));
+        assert!(ports_of(&r.upstream(updated.clone(), &Origin::Get)).is_empty());
+        // A refused subscription is not counted.
+        let (k, _) = r.port_request(3, sub("b")).unwrap();
+        r.upstream(
+            msg(&format!(r#"{{"jsonrpc":"2.0","id":{k},"error":{{"code":-32602,"message":"no"}}}}"#)),
+            &Origin::Stdio,
+        );
+        let (_, d) = r.port_request(1, sub("b")).unwrap();
+        assert_eq!(upstream_text(&d).len(), 1, "the first real subscriber goes upstream");
+        // A closing port's last subscription ends upstream.
+        let d = r.close_port(1, "gone");
+        assert!(
+            upstream_text(&d).iter().any(|t| t.contains("resources/unsubscribe") && t.contains(r#""uri":"b""#)),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn log_levels_are_kept_per_port() {
         let mut r = Router::default();
-        r.open_port(1, all_caps());
-        r.port_request(1, msg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#))
-            .unwrap();
-        r.rmcp_outgoing(msg(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call"}"#));
-        let d = r.upstream(msg(elicit), &Origin::Stdio);
-        assert!(matches!(&d[..], [Delivery::Rmcp(_)]));
+        r.open_port(1, PortCapabilities::default());
+        r.open_port(2, PortCapabilities::default());
+        r.open_port(3, PortCapabilities::default());
+        let set = |level: &str| {
+            msg(&format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{{"level":"{level}"}}}}"#
+            ))
+        };
+        // Port 1 wants errors: upstream is asked for errors.
+        let (_, d) = r.port_request(1, set("error")).unwrap();
+        assert!(upstream_text(&d)[0].contains(r#""level":"error""#));
+        // Port 2 wants debug: more verbose, upstream again.
+        let (_, d) = r.port_request(2, set("debug")).unwrap();
+        assert!(upstream_text(&d)[0].contains(r#""level":"debug""#));
+        // Port 1 again, warnings: upstream already sends more, answered here.
+        assert!(r.port_request(1, set("warning")).is_err());
+        let log = |level: &str| {
+            msg(&format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"{level}","data":"x"}}}}"#
+            ))
+        };
+        let ports_of = |d: Vec<Delivery>| -> Vec<PortId> {
+            d.iter()
+                .filter_map(|d| match d {
+                    Delivery::Port { port, .. } => Some(*port),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(ports_of(r.upstream(log("info"), &Origin::Get)), [2, 3]);
+        assert_eq!(ports_of(r.upstream(log("error"), &Origin::Get)), [1, 2, 3]);
+        // The verbose port leaves: upstream goes back to what the rest want.
+        let d = r.close_port(2, "gone");
+        assert!(
+            upstream_text(&d).iter().any(|t| t.contains("logging/setLevel") && t.contains("warning")),
+            "{d:?}"
+        );
     }
 
     #[test]

@@ -160,47 +160,80 @@ async fn vendor_fields_and_number_spelling_survive_the_round_trip() {
     }
 }
 
+/// The next `resources/updated` on `events`, if one comes within `limit`.
+async fn next_update(
+    events: &mut tokio::sync::mpsc::Receiver<RawMessage>,
+    limit: std::time::Duration,
+) -> Option<RawMessage> {
+    tokio::time::timeout(limit, async {
+        loop {
+            let m = events.recv().await?;
+            if m.method().as_deref() == Some("notifications/resources/updated") {
+                return Some(m);
+            }
+        }
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
 #[tokio::test]
-async fn resources_updated_reaches_every_port() {
+async fn resources_updated_reaches_the_subscribed_ports_only() {
     for over in Over::BOTH {
         let apps = AppsDir::new();
         let _server = apps.test_app("grocery", "grocery-inventory", over);
         let (supervisor, app) = running(&apps, "grocery").await;
         let a = open(&app, false).await;
         let b = open(&app, false).await;
+        let c = open(&app, false).await;
         let mut a_events = a.take_notifications().unwrap();
         let mut b_events = b.take_notifications().unwrap();
+        let mut c_events = c.take_notifications().unwrap();
         assert!(a.take_notifications().is_none());
-        app.call_tool(
-            "adjust_stock",
-            Some(
-                json!({"storeId": 1, "productId": 1, "delta": 2})
-                    .as_object()
-                    .unwrap()
-                    .clone(),
-            ),
-            None,
-        )
-        .await
-        .unwrap();
-        for events in [&mut a_events, &mut b_events] {
-            let updated = tokio::time::timeout(PATIENCE, async {
-                loop {
-                    let m = events.recv().await.unwrap();
-                    if m.method().as_deref() == Some("notifications/resources/updated") {
-                        return m;
-                    }
-                }
-            })
+        let uri = "inventory://stores/1/summary";
+        for (port, id) in [(&a, 1), (&b, 2)] {
+            let reply = exchange(
+                port,
+                json!({"jsonrpc": "2.0", "id": id, "method": "resources/subscribe", "params": {"uri": uri}}),
+            )
+            .await;
+            assert_eq!(json_of(&reply[0])["result"], json!({}), "{reply:?}");
+        }
+        let adjust = || async {
+            app.call_tool(
+                "adjust_stock",
+                Some(
+                    json!({"storeId": 1, "productId": 1, "delta": 2})
+                        .as_object()
+                        .unwrap()
+                        .clone(),
+                ),
+                None,
+            )
             .await
             .unwrap();
-            assert!(
-                updated.as_str().contains("inventory://"),
-                "{}",
-                updated.as_str()
-            );
+        };
+        adjust().await;
+        for events in [&mut a_events, &mut b_events] {
+            let updated = next_update(events, PATIENCE).await.expect("an update");
+            assert!(updated.as_str().contains(uri), "{}", updated.as_str());
         }
-        drop((a, b));
+        // One session's unsubscribe leaves the other's subscription alone.
+        let reply = exchange(
+            &a,
+            json!({"jsonrpc": "2.0", "id": 3, "method": "resources/unsubscribe", "params": {"uri": uri}}),
+        )
+        .await;
+        assert_eq!(json_of(&reply[0])["result"], json!({}));
+        adjust().await;
+        let updated = next_update(&mut b_events, PATIENCE).await.expect("b still subscribed");
+        assert!(updated.as_str().contains(uri));
+        // The hub hands one update to every recipient at once, so by the time b has its second
+        // one, anything for a (unsubscribed) or c (never subscribed) would already be queued.
+        assert!(next_update(&mut a_events, std::time::Duration::ZERO).await.is_none());
+        assert!(next_update(&mut c_events, std::time::Duration::ZERO).await.is_none());
+        drop((a, b, c));
         supervisor.shutdown().await;
     }
 }
