@@ -129,8 +129,9 @@ impl Host {
             .route("/", get(views::page))
             .route("/assets/{file}", get(views::asset))
             .with_state(self.state.clone());
-        api.merge(assets).layer(security::cors(&config)).layer(
-            axum::middleware::from_fn_with_state(config, security::guard),
+        let access = security::Access::new(config);
+        api.merge(assets).layer(security::cors(&access)).layer(
+            axum::middleware::from_fn_with_state(access, security::guard),
         )
     }
 
@@ -146,7 +147,7 @@ impl Host {
             .route("/sandbox.html", get(views::sandbox))
             .with_state(self.state.views.clone())
             .layer(axum::middleware::from_fn_with_state(
-                Arc::new(config),
+                security::Access::new(Arc::new(config)),
                 security::guard_host,
             ))
     }
