@@ -165,7 +165,8 @@ fn find(state: &AppState, id: &str) -> Result<AppHandle, ApiError> {
         .ok_or_else(|| ApiError::NotFound(format!("no app with id '{id}'")))
 }
 
-/// `GET /apps/{id}`: one app with what it offers and its stderr tail.
+/// `GET /apps/{id}`: one app with what it offers, its stderr tail and how many browser
+/// sessions of `/apps/mcp/{id}` are open.
 pub(crate) async fn detail(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -208,6 +209,10 @@ pub(crate) async fn detail(
         object.insert("resourceTemplates".into(), json!(descriptors.templates));
         object.insert("prompts".into(), json!(descriptors.prompts));
         object.insert("stderrTail".into(), json!(handle.stderr_tail()));
+        object.insert(
+            "browserSessions".into(),
+            json!(state.sessions.count(handle.id())),
+        );
     }
     Ok(Json(body))
 }

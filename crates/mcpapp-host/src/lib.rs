@@ -6,7 +6,7 @@
 //! | `GET /` and `/assets/{file}` | the browser host page (apps, chat, app views in a sandbox) |
 //! | `GET /apps/health` | `{"ok","name","mcp","sandbox"}`: the app a browser host should show (`?appId=` picks one) |
 //! | `GET /apps` | every discovered app: lifecycle, errors, counts, restarts, UI, its `mcp` URL |
-//! | `GET /apps/{id}` | one app with its tools, resources, templates, prompts and stderr tail |
+//! | `GET /apps/{id}` | one app with its tools, resources, templates, prompts, stderr tail and open browser sessions |
 //! | `POST /apps/{id}/start`, `/stop`, `/restart`, `POST /apps/reload` | control |
 //! | `POST /apps/chat` | a chat turn as server-sent events |
 //! | `/apps/mcp/{appId}` | Streamable HTTP MCP for app views, sharing the app's upstream session |
@@ -90,11 +90,13 @@ impl Host {
     /// Prepares the routes for `parts` under `config`.
     #[allow(clippy::needless_pass_by_value)] // Taken by value: the host owns them from now on.
     pub fn new(parts: HostParts, config: HostConfig) -> Self {
+        let sessions =
+            proxy::ProxySessions::new(config.max_proxy_sessions_per_app, config.proxy_session_idle);
         Self {
             state: state::AppState {
                 parts,
                 config: Arc::new(config),
-                sessions: proxy::ProxySessions::default(),
+                sessions,
                 views: views::ViewStore::default(),
             },
         }
