@@ -165,8 +165,8 @@ fn find(state: &AppState, id: &str) -> Result<AppHandle, ApiError> {
         .ok_or_else(|| ApiError::NotFound(format!("no app with id '{id}'")))
 }
 
-/// `GET /apps/{id}`: one app with what it offers and the stderr tails of its current and
-/// previous run.
+/// `GET /apps/{id}`: one app with what it offers, the stderr tails of its current and
+/// previous run, and how many browser sessions of `/apps/mcp/{id}` are open.
 pub(crate) async fn detail(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -213,6 +213,10 @@ pub(crate) async fn detail(
         object.insert(
             "previousStderrTail".into(),
             json!(handle.previous_stderr_tail()),
+        );
+        object.insert(
+            "browserSessions".into(),
+            json!(state.sessions.count(handle.id())),
         );
     }
     Ok(Json(body))

@@ -2,12 +2,24 @@
 //! about where it listens.
 
 use std::net::SocketAddr;
+use std::num::{NonZeroU64, NonZeroUsize};
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Default largest request body, 4 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+/// Default time a client has to send a request head, 10 s.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default time a client has to send a whole request body, 30 s.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default number of connections a listener serves at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default number of browser sessions of `/apps/mcp/{appId}` per app.
+pub const DEFAULT_MAX_PROXY_SESSIONS_PER_APP: usize = 256;
+/// Default time after which an idle browser session is closed, 30 min.
+pub const DEFAULT_PROXY_SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
 
 /// The `Gateway` section of the configuration file (keys match case-insensitively).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -40,6 +52,53 @@ pub struct GatewaySettings {
     /// spec's MUST); default true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enforce_app_visibility: Option<bool>,
+    /// Time a client has to send a request head, from the connection's start or the end of
+    /// the previous response (so also how long an idle keep-alive connection stays open);
+    /// default 10000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header_read_timeout_ms: Option<NonZeroU64>,
+    /// Time a client has to send a whole request body, from the end of its head; default
+    /// 30000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_read_timeout_ms: Option<NonZeroU64>,
+    /// Connections served at once by each listener; more are answered 503 and closed;
+    /// default 1024.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<NonZeroUsize>,
+    /// Browser sessions of `/apps/mcp/{appId}` per app; a new one evicts the least recently
+    /// used idle session, or is refused with 503 when none is idle; default 256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_proxy_sessions_per_app: Option<NonZeroUsize>,
+    /// Seconds after which an idle browser session is closed; default 1800.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_session_idle_seconds: Option<NonZeroU64>,
+}
+
+/// How a listener treats its connections (see [`serve`](crate::serve)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnectionLimits {
+    /// Time a client has to send a request head: from the connection's start, and on a
+    /// keep-alive connection from the end of the previous response, so it is also the idle
+    /// timeout between requests. A late client's connection is closed without an answer.
+    pub header_read_timeout: Duration,
+    /// Time a client has to send a whole request body, counted from the end of its head
+    /// (not per read, so a trickle cannot stretch it). A client that is late gets 408 and
+    /// the connection closes.
+    pub body_read_timeout: Duration,
+    /// Connections served at once; the next ones are answered 503 and closed.
+    pub max_connections: usize,
+}
+
+impl Default for ConnectionLimits {
+    /// 10 s for a request head, 30 s for a body, 1024 connections.
+    fn default() -> Self {
+        Self {
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
 }
 
 /// How the host behaves; built by the gateway from [`GatewaySettings`] and the addresses it
@@ -61,11 +120,19 @@ pub struct HostConfig {
     pub max_body_bytes: usize,
     /// Whether views may only call tools whose visibility includes `"app"`.
     pub enforce_app_visibility: bool,
+    /// Timeouts and the connection cap for the listeners that serve this host's routers.
+    pub connections: ConnectionLimits,
+    /// Browser sessions of `/apps/mcp/{appId}` kept per app.
+    pub max_proxy_sessions_per_app: usize,
+    /// How long a browser session may stay idle (no request in flight, no event stream
+    /// open) before it is closed.
+    pub proxy_session_idle: Duration,
 }
 
 impl HostConfig {
     /// Defaults for a gateway listening on `local_addr`: no token, its own origins, 4 MiB
-    /// bodies, app visibility enforced.
+    /// bodies, app visibility enforced, the default [`ConnectionLimits`], 256 browser
+    /// sessions per app closed after 30 idle minutes.
     pub fn new(local_addr: SocketAddr) -> Self {
         Self {
             local_addr,
@@ -75,6 +142,9 @@ impl HostConfig {
             allowed_hosts: Vec::new(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             enforce_app_visibility: true,
+            connections: ConnectionLimits::default(),
+            max_proxy_sessions_per_app: DEFAULT_MAX_PROXY_SESSIONS_PER_APP,
+            proxy_session_idle: DEFAULT_PROXY_SESSION_IDLE,
         }
     }
 
@@ -98,6 +168,21 @@ impl HostConfig {
         if let Some(enforce) = settings.enforce_app_visibility {
             self.enforce_app_visibility = enforce;
         }
+        if let Some(ms) = settings.header_read_timeout_ms {
+            self.connections.header_read_timeout = Duration::from_millis(ms.get());
+        }
+        if let Some(ms) = settings.body_read_timeout_ms {
+            self.connections.body_read_timeout = Duration::from_millis(ms.get());
+        }
+        if let Some(max) = settings.max_connections {
+            self.connections.max_connections = max.get();
+        }
+        if let Some(max) = settings.max_proxy_sessions_per_app {
+            self.max_proxy_sessions_per_app = max.get();
+        }
+        if let Some(seconds) = settings.proxy_session_idle_seconds {
+            self.proxy_session_idle = Duration::from_secs(seconds.get());
+        }
         self
     }
 
@@ -114,5 +199,51 @@ impl HostConfig {
             origins.push(format!("http://{}", self.local_addr));
         }
         origins
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_override_the_defaults() {
+        let settings: GatewaySettings = serde_json::from_str(
+            r#"{"HeaderReadTimeoutMs": 1500, "BodyReadTimeoutMs": 2500, "MaxConnections": 7,
+                "MaxProxySessionsPerApp": 3, "ProxySessionIdleSeconds": 60}"#,
+        )
+        .unwrap();
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let defaults = HostConfig::new(addr);
+        assert_eq!(defaults.connections, ConnectionLimits::default());
+        assert_eq!(defaults.max_proxy_sessions_per_app, 256);
+        assert_eq!(defaults.proxy_session_idle, Duration::from_secs(1800));
+        let config = defaults.with_settings(&settings);
+        assert_eq!(
+            config.connections.header_read_timeout,
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            config.connections.body_read_timeout,
+            Duration::from_millis(2500)
+        );
+        assert_eq!(config.connections.max_connections, 7);
+        assert_eq!(config.max_proxy_sessions_per_app, 3);
+        assert_eq!(config.proxy_session_idle, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn zero_limits_are_refused() {
+        for key in [
+            "HeaderReadTimeoutMs",
+            "BodyReadTimeoutMs",
+            "MaxConnections",
+            "MaxProxySessionsPerApp",
+            "ProxySessionIdleSeconds",
+        ] {
+            let text = format!(r#"{{"{key}": 0}}"#);
+            let err = serde_json::from_str::<GatewaySettings>(&text).unwrap_err();
+            assert!(err.to_string().contains("nonzero"), "{key}: {err}");
+        }
     }
 }

@@ -6,7 +6,7 @@
 //! | `GET /` and `/assets/{file}` | the browser host page (apps, chat, app views in a sandbox) |
 //! | `GET /apps/health` | `{"ok","name","mcp","sandbox"}`: the app a browser host should show (`?appId=` picks one) |
 //! | `GET /apps` | every discovered app: lifecycle, errors, counts, restarts, UI, its `mcp` URL |
-//! | `GET /apps/{id}` | one app with its tools, resources, templates, prompts and the stderr tails of its current and previous run |
+//! | `GET /apps/{id}` | one app with its tools, resources, templates, prompts, the stderr tails of its current and previous run, and its open browser sessions |
 //! | `POST /apps/{id}/start`, `/stop`, `/restart`, `POST /apps/reload` | control |
 //! | `POST /apps/chat` | a chat turn as server-sent events |
 //! | `/apps/mcp/{appId}` | Streamable HTTP MCP for app views, sharing the app's upstream session |
@@ -19,7 +19,9 @@
 //!
 //! Every route checks `Host` and `Origin` against DNS rebinding, answers CORS for the allowed
 //! origins, requires the bearer token when one is configured, and refuses bodies over the
-//! limit (413). This is the only crate that knows HTTP servers.
+//! limit (413). [`serve`] runs a router on a listener with a header read timeout, a deadline
+//! for whole request bodies and a cap on connections ([`ConnectionLimits`]). This is the only
+//! crate that knows HTTP servers.
 //!
 //! # Example
 //!
@@ -27,7 +29,7 @@
 //! use std::sync::Arc;
 //! use mcpapp_agent::{Agent, AgentConfig, OfflineModel};
 //! use mcpapp_bridge::ToolRegistry;
-//! use mcpapp_host::{HostConfig, HostParts, router};
+//! use mcpapp_host::{HostConfig, HostParts, router, serve};
 //! use mcpapp_supervisor::Supervisor;
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
@@ -35,8 +37,10 @@
 //! let supervisor = Supervisor::builder().build();
 //! let registry = ToolRegistry::new();
 //! let agent = Agent::new(registry.clone(), Arc::new(OfflineModel::new()), AgentConfig::default());
-//! let app = router(HostParts::new(supervisor, registry, agent), HostConfig::new(listener.local_addr()?));
-//! axum::serve(listener, app).await?;
+//! let config = HostConfig::new(listener.local_addr()?);
+//! let limits = config.connections;
+//! let app = router(HostParts::new(supervisor, registry, agent), config);
+//! serve(listener, app, limits, std::future::pending(), std::time::Duration::from_secs(5)).await;
 //! # Ok(())
 //! # }
 //! ```
@@ -50,6 +54,7 @@ mod csp;
 mod error;
 mod proxy;
 mod security;
+mod serve;
 mod state;
 mod views;
 
@@ -59,44 +64,15 @@ use axum::Router;
 use axum::routing::{get, post};
 use tower_http::limit::RequestBodyLimitLayer;
 
-pub use config::{DEFAULT_MAX_BODY_BYTES, GatewaySettings, HostConfig};
+pub use config::{
+    ConnectionLimits, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT,
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PROXY_SESSIONS_PER_APP,
+    DEFAULT_PROXY_SESSION_IDLE, GatewaySettings, HostConfig,
+};
 pub use csp::{ViewPolicy, sanitize_origin, view_policy};
 pub use security::{ExposureError, check_exposure};
+pub use serve::serve;
 pub use state::{DiagnosticsFn, HostParts};
-
-/// Serves `app` on `listener` until `shutdown` resolves; connections still open then (event
-/// streams stay open until their clients leave) get `drain` to finish before they are cut.
-///
-/// # Errors
-/// The listener's I/O error, if accepting fails for good.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    app: Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    drain: std::time::Duration,
-) -> std::io::Result<()> {
-    let (stop_tx, mut stopped) = tokio::sync::watch::channel(false);
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        let _ = stopped.wait_for(|s| *s).await;
-    });
-    let mut server = tokio::spawn(async move { server.await });
-    tokio::select! {
-        result = &mut server => return result.unwrap_or(Ok(())),
-        () = shutdown => {}
-    }
-    let _ = stop_tx.send(true);
-    match tokio::time::timeout(drain, &mut server).await {
-        Ok(result) => result.unwrap_or(Ok(())),
-        Err(_) => {
-            tracing::warn!(
-                "connections still open after {} s; closing them",
-                drain.as_secs()
-            );
-            server.abort();
-            Ok(())
-        }
-    }
-}
 
 /// The gateway's HTTP side: the main router and the sandbox router, sharing state.
 #[derive(Clone)]
@@ -114,11 +90,13 @@ impl Host {
     /// Prepares the routes for `parts` under `config`.
     #[allow(clippy::needless_pass_by_value)] // Taken by value: the host owns them from now on.
     pub fn new(parts: HostParts, config: HostConfig) -> Self {
+        let sessions =
+            proxy::ProxySessions::new(config.max_proxy_sessions_per_app, config.proxy_session_idle);
         Self {
             state: state::AppState {
                 parts,
                 config: Arc::new(config),
-                sessions: proxy::ProxySessions::default(),
+                sessions,
                 views: views::ViewStore::default(),
             },
         }
@@ -153,8 +131,9 @@ impl Host {
             .route("/", get(views::page))
             .route("/assets/{file}", get(views::asset))
             .with_state(self.state.clone());
-        api.merge(assets).layer(security::cors(&config)).layer(
-            axum::middleware::from_fn_with_state(config, security::guard),
+        let access = security::Access::new(config);
+        api.merge(assets).layer(security::cors(&access)).layer(
+            axum::middleware::from_fn_with_state(access, security::guard),
         )
     }
 
@@ -170,7 +149,7 @@ impl Host {
             .route("/sandbox.html", get(views::sandbox))
             .with_state(self.state.views.clone())
             .layer(axum::middleware::from_fn_with_state(
-                Arc::new(config),
+                security::Access::new(Arc::new(config)),
                 security::guard_host,
             ))
     }

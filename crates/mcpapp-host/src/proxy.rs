@@ -8,10 +8,15 @@
 //! completion, subscriptions, ping), `tools/list` raw with app-only tools and no prefix. With
 //! `?sessionId=X`, `tools/call` and `resources/read` carry `_meta.sessionId = X`, the agent's
 //! session id. A view may call only tools whose visibility includes `"app"`.
+//!
+//! Sessions are bounded: at most `max_proxy_sessions_per_app` per app (a new one evicts the
+//! least recently used *idle* session of that app, or is refused with 503 when every one is
+//! busy), and an idle session is closed after `proxy_session_idle` by a periodic sweep. Idle
+//! means no request in flight (its reply stream included) and no open GET stream.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,7 +32,8 @@ use mcpapp_supervisor::{
     ResponseStream, raw_string,
 };
 use serde::Deserialize;
-use tracing::{debug, info};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info};
 
 use crate::chat::KEEP_ALIVE;
 use crate::state::AppState;
@@ -39,50 +45,224 @@ const PROTOCOL_HEADER: &str = "mcp-protocol-version";
 const KNOWN_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 /// How long a response may take before the reply switches from JSON to an event stream.
 const JSON_WINDOW: Duration = Duration::from_secs(1);
-/// Sessions unused this long are closed.
-const IDLE_EXPIRY: Duration = Duration::from_secs(30 * 60);
 
 /// One browser session of `/apps/mcp/{appId}`.
 struct ProxySession {
     app_id: String,
     port: Port,
     stream_open: AtomicBool,
+    activity: Arc<Activity>,
+}
+
+/// What decides whether a session is idle, shared with the requests and streams that keep it
+/// busy (they must not keep the session, and so its port, alive themselves).
+struct Activity {
+    /// Requests in flight (until their reply, event stream included, has ended) plus the
+    /// open GET stream.
+    busy: AtomicUsize,
     last_used: Mutex<Instant>,
 }
 
-/// Open browser sessions by `Mcp-Session-Id`.
-#[derive(Clone, Default)]
+impl Activity {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            busy: AtomicUsize::new(0),
+            last_used: Mutex::new(Instant::now()),
+        })
+    }
+
+    fn is_idle(&self) -> bool {
+        self.busy.load(Ordering::Acquire) == 0
+    }
+
+    fn last_used(&self) -> Instant {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+}
+
+/// Keeps a session busy while held: neither evicted nor expired.
+struct Busy(Arc<Activity>);
+
+impl Busy {
+    fn new(activity: &Arc<Activity>) -> Self {
+        activity.busy.fetch_add(1, Ordering::AcqRel);
+        activity.touch();
+        Self(activity.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        // Touch first: a sweep that sees the session idle also sees it freshly used.
+        self.0.touch();
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Why a new session could not be added.
+struct SessionsFull {
+    /// The session that was refused; dropping it closes its port.
+    _refused: ProxySession,
+    max: usize,
+}
+
+/// Open browser sessions by `Mcp-Session-Id`, at most `max_per_app` per app; idle ones are
+/// closed after `idle` by a sweep task that ends when the last handle is dropped.
+#[derive(Clone)]
 pub(crate) struct ProxySessions {
-    sessions: Arc<Mutex<HashMap<String, Arc<ProxySession>>>>,
+    inner: Arc<SessionsInner>,
+}
+
+struct SessionsInner {
+    sessions: Mutex<HashMap<String, Arc<ProxySession>>>,
+    max_per_app: usize,
+    idle: Duration,
+    sweeper_started: AtomicBool,
+    /// Cancelled on drop, which ends the sweep task at once.
+    stop: CancellationToken,
+}
+
+impl Drop for SessionsInner {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
 }
 
 impl ProxySessions {
-    fn insert(&self, id: String, session: ProxySession) {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        // Sweep idle sessions while here; their ports close as they drop.
-        sessions.retain(|_, s| {
-            s.last_used
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .elapsed()
-                < IDLE_EXPIRY
-        });
-        sessions.insert(id, Arc::new(session));
+    pub(crate) fn new(max_per_app: usize, idle: Duration) -> Self {
+        Self {
+            inner: Arc::new(SessionsInner {
+                sessions: Mutex::new(HashMap::new()),
+                max_per_app,
+                idle,
+                sweeper_started: AtomicBool::new(false),
+                stop: CancellationToken::new(),
+            }),
+        }
     }
 
-    fn get(&self, id: &str, app_id: &str) -> Option<Arc<ProxySession>> {
-        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<ProxySession>>> {
+        self.inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds a session. At the app's cap, the least recently used idle session of that app
+    /// makes room; when every one is busy the new session is refused.
+    fn insert(&self, id: String, session: ProxySession) -> Result<(), SessionsFull> {
+        self.start_sweeper();
+        let max = self.inner.max_per_app;
+        let evicted = {
+            let mut sessions = self.lock();
+            let of_app = sessions
+                .values()
+                .filter(|s| s.app_id == session.app_id)
+                .count();
+            let evicted = if of_app >= max {
+                let victim = sessions
+                    .iter()
+                    .filter(|(_, s)| s.app_id == session.app_id && s.activity.is_idle())
+                    .min_by_key(|(_, s)| s.activity.last_used())
+                    .map(|(key, _)| key.clone());
+                let Some(victim) = victim else {
+                    return Err(SessionsFull {
+                        _refused: session,
+                        max,
+                    });
+                };
+                sessions.remove(&victim)
+            } else {
+                None
+            };
+            sessions.insert(id, Arc::new(session));
+            evicted
+        };
+        // Dropped outside the lock: dropping the session closes its port.
+        if let Some(evicted) = evicted {
+            info!(
+                app = %evicted.app_id,
+                port = evicted.port.id(),
+                "closed the least recently used idle browser session to stay within {max} for the app"
+            );
+        }
+        Ok(())
+    }
+
+    /// The session `id` of `app_id`, kept busy while the returned guard lives (taken under
+    /// the lock, so an eviction cannot slip in between).
+    fn get(&self, id: &str, app_id: &str) -> Option<(Arc<ProxySession>, Busy)> {
+        let sessions = self.lock();
         let session = sessions.get(id).filter(|s| s.app_id == app_id).cloned()?;
-        *session.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-        Some(session)
+        let busy = Busy::new(&session.activity);
+        Some((session, busy))
     }
 
     fn remove(&self, id: &str) -> bool {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id)
-            .is_some()
+        // The lock is released at the end of this statement, before the session (and its
+        // port) is dropped.
+        let removed = self.lock().remove(id);
+        removed.is_some()
+    }
+
+    /// The number of open sessions of `app_id`.
+    pub(crate) fn count(&self, app_id: &str) -> usize {
+        self.lock().values().filter(|s| s.app_id == app_id).count()
+    }
+
+    /// Closes the sessions idle for at least the idle time.
+    fn expire(&self) {
+        let idle = self.inner.idle;
+        let expired: Vec<Arc<ProxySession>> = {
+            let mut sessions = self.lock();
+            let keys: Vec<String> = sessions
+                .iter()
+                .filter(|(_, s)| s.activity.is_idle() && s.activity.last_used().elapsed() >= idle)
+                .map(|(key, _)| key.clone())
+                .collect();
+            keys.iter().filter_map(|key| sessions.remove(key)).collect()
+        };
+        for session in &expired {
+            info!(
+                app = %session.app_id,
+                port = session.port.id(),
+                "closed a browser session idle for {} s",
+                idle.as_secs()
+            );
+        }
+    }
+
+    /// Starts the sweep task once, from the first insert (so it runs on the runtime that
+    /// serves the routes). It holds only a weak reference and ends when the sessions are
+    /// dropped with the host and its routers.
+    fn start_sweeper(&self) {
+        if self.inner.sweeper_started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Sessions expire between `idle` and a quarter of it later.
+        let period =
+            (self.inner.idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(60));
+        let weak = Arc::downgrade(&self.inner);
+        let stop = self.inner.stop.clone();
+        let sweep = async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    _ = tick.tick() => {}
+                }
+                let Some(inner) = weak.upgrade() else { break };
+                let sessions = ProxySessions { inner };
+                sessions.expire();
+            }
+            debug!("the browser session sweep ended");
+        };
+        tokio::spawn(sweep.instrument(tracing::debug_span!("proxy_session_sweep")));
     }
 }
 
@@ -232,17 +412,34 @@ pub(crate) async fn post(
         let session = uuid::Uuid::new_v4().simple().to_string();
         return match reply {
             Ok(PortReply::Response(response)) => {
-                info!(app = %app_id, port = port.id(), "a browser session started");
-                state.sessions.insert(
+                let port_id = port.id();
+                let added = state.sessions.insert(
                     session.clone(),
                     ProxySession {
                         app_id: app_id.clone(),
                         port,
                         stream_open: AtomicBool::new(false),
-                        last_used: Mutex::new(Instant::now()),
+                        activity: Activity::new(),
                     },
                 );
-                json_reply(response, Some(&session))
+                match added {
+                    Ok(()) => {
+                        info!(app = %app_id, port = port_id, "a browser session started");
+                        json_reply(response, Some(&session))
+                    }
+                    Err(full) => {
+                        debug!(app = %app_id, "refused a browser session: every one is busy");
+                        rpc_error(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            id.as_deref(),
+                            -32002,
+                            &format!(
+                                "app '{app_id}' already has {} browser sessions, all busy (a request in flight or an event stream open): close one or try again later",
+                                full.max
+                            ),
+                        )
+                    }
+                }
             }
             Ok(_) => rpc_error(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -280,7 +477,7 @@ pub(crate) async fn post(
     if let Some(response) = not_running(&app, id.as_deref()) {
         return response;
     }
-    let Some(session) = state.sessions.get(&session_key, &app_id) else {
+    let Some((session, busy)) = state.sessions.get(&session_key, &app_id) else {
         return rpc_error(
             StatusCode::NOT_FOUND,
             id.as_deref(),
@@ -334,7 +531,7 @@ pub(crate) async fn post(
     match session.port.send(message).await {
         Ok(PortReply::Accepted) => StatusCode::ACCEPTED.into_response(),
         Ok(PortReply::Response(response)) => json_reply(response, None),
-        Ok(PortReply::Stream(stream)) => stream_reply(stream).await,
+        Ok(PortReply::Stream(stream)) => stream_reply(stream, busy).await,
         Err(PortError::SessionGone) => {
             state.sessions.remove(&session_key);
             rpc_error(
@@ -354,8 +551,9 @@ pub(crate) async fn post(
 }
 
 /// Replies with JSON when the response comes quickly and alone; otherwise with an event
-/// stream that carries progress, server requests and finally the response.
-async fn stream_reply(mut stream: ResponseStream) -> Response {
+/// stream that carries progress, server requests and finally the response, and keeps the
+/// session busy until it ends.
+async fn stream_reply(mut stream: ResponseStream, busy: Busy) -> Response {
     let first = match tokio::time::timeout(JSON_WINDOW, stream.next()).await {
         Ok(Some(message)) if message.is_response() => return json_reply(message, None),
         Ok(Some(message)) => Some(message),
@@ -369,8 +567,8 @@ async fn stream_reply(mut stream: ResponseStream) -> Response {
         }
         Err(_) => None,
     };
-    let rest = stream::unfold(stream, |mut stream| async move {
-        stream.next().await.map(|message| (message, stream))
+    let rest = stream::unfold((stream, busy), |(mut stream, busy)| async move {
+        stream.next().await.map(|message| (message, (stream, busy)))
     });
     let events = stream::iter(first)
         .chain(rest)
@@ -380,12 +578,13 @@ async fn stream_reply(mut stream: ResponseStream) -> Response {
         .into_response()
 }
 
-/// The session a GET or DELETE names, or the error response to give instead.
+/// The session a GET or DELETE names (busy while the guard lives), or the error response to
+/// give instead.
 fn named_session(
     state: &AppState,
     app_id: &str,
     headers: &HeaderMap,
-) -> Result<(String, Arc<ProxySession>), Box<Response>> {
+) -> Result<(String, Arc<ProxySession>, Busy), Box<Response>> {
     find_app(state, app_id)?;
     let Some(session_key) = session_id(headers) else {
         return Err(Box::new(rpc_error(
@@ -396,7 +595,7 @@ fn named_session(
         )));
     };
     match state.sessions.get(&session_key, app_id) {
-        Some(session) => Ok((session_key, session)),
+        Some((session, busy)) => Ok((session_key, session, busy)),
         None => Err(Box::new(rpc_error(
             StatusCode::NOT_FOUND,
             None,
@@ -423,8 +622,8 @@ pub(crate) async fn get(
             "the Accept header must list text/event-stream",
         );
     }
-    let session = match named_session(&state, &app_id, &headers) {
-        Ok((_, session)) => session,
+    let (session, busy) = match named_session(&state, &app_id, &headers) {
+        Ok((_, session, busy)) => (session, busy),
         Err(response) => return *response,
     };
     if session.stream_open.swap(true, Ordering::SeqCst) {
@@ -443,8 +642,11 @@ pub(crate) async fn get(
             "this session already has an open event stream",
         );
     };
-    let events = tokio_stream::wrappers::ReceiverStream::new(notifications)
-        .map(|message| Ok::<_, Infallible>(Event::default().data(message.into_string())));
+    // The stream keeps the session busy (not idle) for as long as the client listens.
+    let events = tokio_stream::wrappers::ReceiverStream::new(notifications).map(move |message| {
+        let _busy = &busy;
+        Ok::<_, Infallible>(Event::default().data(message.into_string()))
+    });
     Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response()
@@ -457,11 +659,32 @@ pub(crate) async fn delete(
     headers: HeaderMap,
 ) -> Response {
     match named_session(&state, &app_id, &headers) {
-        Ok((session_key, _)) => {
+        Ok((session_key, _, _)) => {
             state.sessions.remove(&session_key);
             info!(app = %app_id, "a browser session ended");
             StatusCode::OK.into_response()
         }
         Err(response) => *response,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_sweep_starts_once_and_ends_with_the_sessions() {
+        let metrics = tokio::runtime::Handle::current().metrics();
+        let before = metrics.num_alive_tasks();
+        let sessions = ProxySessions::new(4, Duration::from_secs(3600));
+        sessions.start_sweeper();
+        sessions.clone().start_sweeper();
+        assert_eq!(metrics.num_alive_tasks(), before + 1);
+        drop(sessions);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while metrics.num_alive_tasks() > before {
+            assert!(Instant::now() < deadline, "the sweep outlived its sessions");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }

@@ -487,11 +487,12 @@ impl Router {
                     if method.as_deref() == Some("initialize") {
                         self.rmcp_initialize = Some(key.clone());
                     }
-                    if let Some(subscription) = method.as_deref().filter(|m| {
-                        matches!(*m, "resources/subscribe" | "resources/unsubscribe")
-                    }) && let Some(uri) = message
-                        .get_path(&["params", "uri"])
-                        .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+                    if let Some(subscription) = method
+                        .as_deref()
+                        .filter(|m| matches!(*m, "resources/subscribe" | "resources/unsubscribe"))
+                        && let Some(uri) = message
+                            .get_path(&["params", "uri"])
+                            .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
                     {
                         let parties = self.subscriptions.entry(uri.clone()).or_default();
                         if subscription == "resources/subscribe" {
@@ -623,11 +624,9 @@ impl Router {
                         .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
                         .as_deref()
                         .and_then(level_rank);
-                    self.broadcast_to(message, |entry| {
-                        match (entry.level, rank) {
-                            (Some(wanted), Some(rank)) => rank >= wanted,
-                            _ => true,
-                        }
+                    self.broadcast_to(message, |entry| match (entry.level, rank) {
+                        (Some(wanted), Some(rank)) => rank >= wanted,
+                        _ => true,
                     })
                 }
             },
@@ -664,7 +663,11 @@ impl Router {
     }
 
     /// Every port `wants` (in port order), then rmcp.
-    fn broadcast_to(&self, message: RawMessage, wants: impl Fn(&PortEntry) -> bool) -> Vec<Delivery> {
+    fn broadcast_to(
+        &self,
+        message: RawMessage,
+        wants: impl Fn(&PortEntry) -> bool,
+    ) -> Vec<Delivery> {
         let mut ports: Vec<PortId> = self
             .ports
             .iter()
@@ -997,7 +1000,10 @@ mod tests {
         );
         // What rmcp's own request caused goes to rmcp's handler.
         r.rmcp_outgoing(msg(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call"}"#));
-        let d = r.upstream(msg(elicit.replace("40", "42").as_str()), &Origin::Post("3".into()));
+        let d = r.upstream(
+            msg(elicit.replace("40", "42").as_str()),
+            &Origin::Post("3".into()),
+        );
         assert!(matches!(&d[..], [Delivery::Rmcp(_)]));
     }
 
@@ -1010,7 +1016,10 @@ mod tests {
             let elicit = r#"{"jsonrpc":"2.0","id":7,"method":"elicitation/create","params":{}}"#;
             // Nobody busy: the gateway answers with the reason.
             let d = r.upstream(msg(elicit), &origin);
-            assert!(upstream_text(&d)[0].contains("has a request in flight"), "{d:?}");
+            assert!(
+                upstream_text(&d)[0].contains("has a request in flight"),
+                "{d:?}"
+            );
             let (k1, _) = r
                 .port_request(1, msg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#))
                 .unwrap();
@@ -1032,7 +1041,10 @@ mod tests {
             // With rmcp idle, the gateway says why.
             r.upstream(msg(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#), &origin);
             let d = r.upstream(msg(&elicit.replace("7", "10")), &origin);
-            assert!(upstream_text(&d)[0].contains("several client sessions"), "{d:?}");
+            assert!(
+                upstream_text(&d)[0].contains("several client sessions"),
+                "{d:?}"
+            );
             // Pings are rmcp's.
             let d = r.upstream(msg(r#"{"jsonrpc":"2.0","id":11,"method":"ping"}"#), &origin);
             assert!(matches!(&d[..], [Delivery::Rmcp(_)]));
@@ -1079,19 +1091,27 @@ mod tests {
         // The last one does, upstream.
         let (_, d) = r.port_request(2, unsub("a")).unwrap();
         assert!(upstream_text(&d)[0].contains("resources/unsubscribe"));
-        assert!(ports_of(&r.upstream(updated.clone(), &Origin::Get)).is_empty());
+        assert!(ports_of(&r.upstream(updated, &Origin::Get)).is_empty());
         // A refused subscription is not counted.
         let (k, _) = r.port_request(3, sub("b")).unwrap();
         r.upstream(
-            msg(&format!(r#"{{"jsonrpc":"2.0","id":{k},"error":{{"code":-32602,"message":"no"}}}}"#)),
+            msg(&format!(
+                r#"{{"jsonrpc":"2.0","id":{k},"error":{{"code":-32602,"message":"no"}}}}"#
+            )),
             &Origin::Stdio,
         );
         let (_, d) = r.port_request(1, sub("b")).unwrap();
-        assert_eq!(upstream_text(&d).len(), 1, "the first real subscriber goes upstream");
+        assert_eq!(
+            upstream_text(&d).len(),
+            1,
+            "the first real subscriber goes upstream"
+        );
         // A closing port's last subscription ends upstream.
         let d = r.close_port(1, "gone");
         assert!(
-            upstream_text(&d).iter().any(|t| t.contains("resources/unsubscribe") && t.contains(r#""uri":"b""#)),
+            upstream_text(&d)
+                .iter()
+                .any(|t| t.contains("resources/unsubscribe") && t.contains(r#""uri":"b""#)),
             "{d:?}"
         );
     }
@@ -1133,7 +1153,9 @@ mod tests {
         // The verbose port leaves: upstream goes back to what the rest want.
         let d = r.close_port(2, "gone");
         assert!(
-            upstream_text(&d).iter().any(|t| t.contains("logging/setLevel") && t.contains("warning")),
+            upstream_text(&d)
+                .iter()
+                .any(|t| t.contains("logging/setLevel") && t.contains("warning")),
             "{d:?}"
         );
     }

@@ -100,6 +100,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let parts = HostParts::new(supervisor.clone(), registry, agent)
         .with_discovery(loaded.discovery)
         .with_diagnostics(diagnostics);
+    let limits = config.connections;
     let host = Host::new(parts, config);
     let app = host.router();
     let sandbox = host.sandbox_router();
@@ -118,20 +119,25 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     info!(
         "mcpapp gateway listening on http://{local} (open http://{local}/ in a browser); app views are sandboxed on http://{sandbox_local}"
     );
-    let sandbox_server = tokio::spawn(async move {
-        mcpapp_host::serve(sandbox_listener, sandbox, std::future::pending(), DRAIN).await
-    });
+    let sandbox_server = tokio::spawn(mcpapp_host::serve(
+        sandbox_listener,
+        sandbox,
+        limits,
+        std::future::pending(),
+        DRAIN,
+    ));
 
     mcpapp_host::serve(
         listener,
         app,
+        limits,
         async {
             shutdown_signal().await;
             info!("shutting down");
         },
         DRAIN,
     )
-    .await?;
+    .await;
     sandbox_server.abort();
     supervisor.shutdown().await;
     drop(sync);

@@ -404,3 +404,30 @@ fn after_sigkill_of_the_gateway_no_app_process_or_descendant_survives() {
         live(&doomed)
     );
 }
+
+#[test]
+fn serve_refuses_a_zero_connection_limit_naming_the_key_and_position() {
+    let tree = Tree::new();
+    tree.write(
+        "appsettings.json",
+        "{\n  \"McpApps\": {\"Enabled\": true},\n  \"Gateway\": {\n    \"MaxConnections\": 0\n  }\n}\n",
+    );
+    // Tests start the binary under test; that is their job.
+    #[allow(clippy::disallowed_methods)]
+    let output = Command::new(GATEWAY)
+        .args([
+            "serve",
+            "--config",
+            "appsettings.json",
+            "--bind",
+            "127.0.0.1:0",
+        ])
+        .current_dir(tree.root())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("appsettings.json:4:23"), "{stderr}");
+    assert!(stderr.contains("Gateway.MaxConnections"), "{stderr}");
+    assert!(stderr.contains("nonzero"), "{stderr}");
+}

@@ -7,6 +7,7 @@
 mod aggregate;
 mod apps;
 mod chat;
+mod connections;
 mod proxy;
 mod security;
 mod views;
@@ -103,15 +104,25 @@ impl Gateway {
         let parts = HostParts::new(supervisor.clone(), registry.clone(), agent)
             .with_discovery(discovery)
             .with_diagnostics(diagnostics);
+        let limits = host_config.connections;
         let host = Host::new(parts, host_config);
         let app = host.router();
         let sandbox = host.sandbox_router();
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
-        let sandbox_server = tokio::spawn(async move {
-            axum::serve(sandbox_listener, sandbox).await.unwrap();
-        });
+        // The gateway binary's serve loop, so the connection limits are under test too.
+        let server = tokio::spawn(mcpapp_host::serve(
+            listener,
+            app,
+            limits,
+            std::future::pending(),
+            Duration::ZERO,
+        ));
+        let sandbox_server = tokio::spawn(mcpapp_host::serve(
+            sandbox_listener,
+            sandbox,
+            limits,
+            std::future::pending(),
+            Duration::ZERO,
+        ));
         Self {
             url: format!("http://{addr}"),
             sandbox_url: format!("http://{sandbox_addr}"),

@@ -311,6 +311,14 @@ async fn resources_updated_arrives_on_the_browser_get_stream() {
         let _server = apps.test_app("grocery", "grocery-inventory", over);
         let gateway = Gateway::start(apps, |_| {}).await;
         let session = Session::open(&gateway, "grocery", "").await;
+        // Updates go to the sessions that subscribed to the resource.
+        let (status, _) = session
+            .post(
+                json!({"jsonrpc": "2.0", "id": 5, "method": "resources/subscribe",
+                "params": {"uri": "inventory://products/2/details"}}),
+            )
+            .await;
+        assert_eq!(status, 200);
         let stream = session
             .client
             .get(&session.url)
@@ -351,7 +359,7 @@ async fn resources_updated_arrives_on_the_browser_get_stream() {
         .await
         .unwrap();
         assert!(found, "{seen}");
-        assert!(seen.contains("inventory://"), "{seen}");
+        assert!(seen.contains("inventory://products/2/details"), "{seen}");
         gateway.shutdown().await;
     }
 }
@@ -435,5 +443,170 @@ async fn slow_answers_switch_to_an_event_stream() {
     assert_eq!(status, 200);
     assert_eq!(replies.last().unwrap()["id"], 9);
     assert!(started.elapsed() >= Duration::from_millis(1500));
+    gateway.shutdown().await;
+}
+
+/// A bare `initialize` on `/apps/mcp/{app}`: the status, the body and the session id.
+async fn initialize(gateway: &Gateway, app: &str) -> (u16, Value, Option<String>) {
+    let response = reqwest::Client::new()
+        .post(format!("{}/apps/mcp/{app}", gateway.url))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let id = response
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    (status, response.json().await.unwrap_or(Value::Null), id)
+}
+
+/// Retries `initialize` until it is accepted (a busy session may take a moment to be
+/// noticed as idle again); the session it opened.
+async fn initialize_eventually(gateway: &Gateway, app: &str) -> Session {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let (status, body, id) = initialize(gateway, app).await;
+        if status == 200 {
+            return Session {
+                client: reqwest::Client::new(),
+                url: format!("{}/apps/mcp/{app}", gateway.url),
+                id: id.unwrap(),
+            };
+        }
+        assert_eq!(status, 503, "{body}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still refused: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn ping(id: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "ping"})
+}
+
+async fn browser_sessions(gateway: &Gateway, app: &str) -> u64 {
+    let (status, detail) = gateway.get_json(&format!("/apps/{app}")).await;
+    assert_eq!(status, 200, "{detail}");
+    detail["browserSessions"].as_u64().unwrap()
+}
+
+#[tokio::test]
+async fn a_new_session_evicts_the_least_recently_used_idle_one() {
+    let apps = AppsDir::new();
+    apps.stdio_app("fx", &bin("fixture-app"), &["stdio"], "{}");
+    let gateway = Gateway::start(apps, |c| c.max_proxy_sessions_per_app = 2).await;
+    let older = Session::open(&gateway, "fx", "").await;
+    let newer = Session::open(&gateway, "fx", "").await;
+    // Using the older one makes the newer one the least recently used.
+    assert_eq!(older.post(ping(1)).await.0, 200);
+    assert_eq!(browser_sessions(&gateway, "fx").await, 2);
+    let third = Session::open(&gateway, "fx", "").await;
+    assert_eq!(browser_sessions(&gateway, "fx").await, 2);
+    assert_eq!(older.post(ping(2)).await.0, 200);
+    assert_eq!(third.post(ping(3)).await.0, 200);
+    let (status, replies) = newer.post(ping(4)).await;
+    assert_eq!(status, 404, "{replies:?}");
+    assert_eq!(replies[0]["error"]["code"], -32001);
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn busy_sessions_are_kept_and_a_new_one_gets_503() {
+    let apps = AppsDir::new();
+    apps.stdio_app(
+        "fx",
+        &bin("fixture-app"),
+        &["stdio"],
+        r#"{"requestTimeoutSeconds": 600}"#,
+    );
+    let gateway = Gateway::start(apps, |c| c.max_proxy_sessions_per_app = 1).await;
+
+    // A request in flight keeps the session busy: the reply turns into an event stream
+    // after a second and stays open while `hang` waits.
+    let first = Session::open(&gateway, "fx", "").await;
+    let hanging = first
+        .client
+        .post(&first.url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", &first.id)
+        .body(call(1, "hang", json!({})).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hanging.status(), 200);
+    let (status, body, id) = initialize(&gateway, "fx").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["jsonrpc"], "2.0");
+    assert_eq!(body["error"]["code"], -32002);
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("all busy"), "{message}");
+    assert!(id.is_none());
+    assert_eq!(first.post(ping(2)).await.0, 200);
+
+    // Once the request is gone the session is idle, and the next one evicts it.
+    drop(hanging);
+    let second = initialize_eventually(&gateway, "fx").await;
+    assert_eq!(first.post(ping(3)).await.0, 404);
+
+    // An open GET stream keeps a session busy too.
+    let stream = second
+        .client
+        .get(&second.url)
+        .header("Accept", "text/event-stream")
+        .header("Mcp-Session-Id", &second.id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let (status, body, _) = initialize(&gateway, "fx").await;
+    assert_eq!(status, 503, "{body}");
+    drop(stream);
+    let third = initialize_eventually(&gateway, "fx").await;
+    assert_eq!(second.post(ping(4)).await.0, 404);
+    assert_eq!(third.post(ping(5)).await.0, 200);
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn idle_sessions_are_swept_without_a_new_initialize() {
+    let apps = AppsDir::new();
+    apps.stdio_app("fx", &bin("fixture-app"), &["stdio"], "{}");
+    let gateway = Gateway::start(apps, |c| {
+        c.proxy_session_idle = Duration::from_millis(300);
+    })
+    .await;
+    let idle = Session::open(&gateway, "fx", "").await;
+    assert_eq!(idle.post(ping(1)).await.0, 200);
+    // This one listens on its GET stream all along, so it is never idle.
+    let listening = Session::open(&gateway, "fx", "").await;
+    let stream = listening
+        .client
+        .get(&listening.url)
+        .header("Accept", "text/event-stream")
+        .header("Mcp-Session-Id", &listening.id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    // Watched through the app's detail, which does not touch the sessions.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while browser_sessions(&gateway, "fx").await != 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the idle session was never swept"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, replies) = idle.post(ping(2)).await;
+    assert_eq!(status, 404, "{replies:?}");
+    assert_eq!(listening.post(ping(3)).await.0, 200);
+    drop(stream);
     gateway.shutdown().await;
 }

@@ -154,3 +154,157 @@ async fn bodies_over_the_limit_get_413() {
     }
     gateway.shutdown().await;
 }
+
+#[tokio::test]
+async fn host_headers_must_be_exact_authorities_naming_the_gateway() {
+    let gateway = Gateway::start(AppsDir::new(), |c| {
+        c.allowed_hosts.push("App.Example".into())
+    })
+    .await;
+    let port = gateway.url.rsplit(':').next().unwrap().to_owned();
+    let client = reqwest::Client::new();
+    let status = |host: String| {
+        let request = client
+            .get(format!("{}/apps/health", gateway.url))
+            .header("Host", host);
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    for host in [
+        format!("127.0.0.1:{port}"),
+        "127.0.0.1".to_owned(),
+        "localhost".to_owned(),
+        format!("LocalHost:{port}"),
+        "localhost:".to_owned(),
+        format!("[::1]:{port}"),
+        "[0:0:0:0:0:0:0:1]".to_owned(),
+        "app.example".to_owned(),
+        "APP.EXAMPLE:8080".to_owned(),
+    ] {
+        assert_eq!(
+            status(host.clone()).await,
+            200,
+            "{host:?} should be accepted"
+        );
+    }
+    for host in [
+        "[::1]evil.example".to_owned(),
+        format!("[::1]:{port}evil.example"),
+        format!("localhost:{port}x"),
+        "localhost:65536".to_owned(),
+        "127.0.0.1 .evil".to_owned(),
+        "a@localhost".to_owned(),
+        "localhost/apps".to_owned(),
+        "localhost.evil.example".to_owned(),
+        "127.0.0.1.evil.example".to_owned(),
+        "127.0.0.01".to_owned(),
+        "[::ffff:127.0.0.1]".to_owned(),
+        "[::1".to_owned(),
+        "evil.example".to_owned(),
+        "app.example.evil".to_owned(),
+        String::new(),
+    ] {
+        assert_eq!(
+            status(host.clone()).await,
+            403,
+            "{host:?} should be refused"
+        );
+    }
+    // Two Host headers are one too many, even if both are fine.
+    let response = client
+        .get(format!("{}/apps/health", gateway.url))
+        .header("Host", "localhost")
+        .header("Host", "127.0.0.1")
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_client_error(), "{}", response.status());
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn origins_must_be_exact_and_allowed() {
+    let gateway = Gateway::start(AppsDir::new(), |c| {
+        c.allowed_origins.push("http://App.Example:3000/".into());
+        c.allowed_origins.push("https://secure.example:443".into());
+    })
+    .await;
+    let port = gateway.url.rsplit(':').next().unwrap().to_owned();
+    let client = reqwest::Client::new();
+    let send = |origin: &str| {
+        client
+            .get(format!("{}/apps", gateway.url))
+            .header("Origin", origin)
+            .send()
+    };
+    for origin in [
+        gateway.url.clone(),
+        format!("HTTP://LOCALHOST:{port}"),
+        format!("http://[::1]:{port}"),
+        "http://app.example:3000".to_owned(),
+        "https://secure.example".to_owned(),
+    ] {
+        let response = send(&origin).await.unwrap();
+        assert_eq!(response.status(), 200, "{origin:?} should be accepted");
+        // CORS agrees with the guard and echoes the origin as sent.
+        assert_eq!(
+            response.headers()["access-control-allow-origin"],
+            origin.as_str()
+        );
+    }
+    for origin in [
+        "null".to_owned(),
+        format!("{}/", gateway.url),
+        format!("{}/apps", gateway.url),
+        format!("http://a@127.0.0.1:{port}"),
+        format!("http://[::1]evil.example:{port}"),
+        format!("http://localhost:{port}x"),
+        format!("127.0.0.1:{port}"),
+        format!("https://127.0.0.1:{port}"),
+        format!("http://127.0.0.1:{}", port.parse::<u32>().unwrap() + 1),
+        "http://app.example:3001".to_owned(),
+        "http://evil.example".to_owned(),
+        String::new(),
+    ] {
+        let response = send(&origin).await.unwrap();
+        assert_eq!(response.status(), 403, "{origin:?} should be refused");
+        assert!(
+            response
+                .headers()
+                .get("access-control-allow-origin")
+                .is_none()
+        );
+    }
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_bearer_scheme_is_case_insensitive() {
+    let gateway = Gateway::start(AppsDir::new(), |c| c.auth_token = Some("let-me-in".into())).await;
+    let client = reqwest::Client::new();
+    let status = |authorization: &str| {
+        let request = client
+            .get(format!("{}/apps", gateway.url))
+            .header("Authorization", authorization);
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    for good in [
+        "Bearer let-me-in",
+        "bearer let-me-in",
+        "BEARER let-me-in",
+        "bEaReR    let-me-in",
+    ] {
+        assert_eq!(status(good).await, 200, "{good:?} should be accepted");
+    }
+    for bad in [
+        "Bearerlet-me-in",
+        "Basic let-me-in",
+        "bearer let-me-i",
+        "bearer let-me-inn",
+        "bearer LET-ME-IN",
+        "let-me-in",
+        "bearer",
+    ] {
+        assert_eq!(status(bad).await, 401, "{bad:?} should be refused");
+    }
+    gateway.shutdown().await;
+}

@@ -227,12 +227,22 @@ async fn resources_updated_reaches_the_subscribed_ports_only() {
         .await;
         assert_eq!(json_of(&reply[0])["result"], json!({}));
         adjust().await;
-        let updated = next_update(&mut b_events, PATIENCE).await.expect("b still subscribed");
+        let updated = next_update(&mut b_events, PATIENCE)
+            .await
+            .expect("b still subscribed");
         assert!(updated.as_str().contains(uri));
         // The hub hands one update to every recipient at once, so by the time b has its second
         // one, anything for a (unsubscribed) or c (never subscribed) would already be queued.
-        assert!(next_update(&mut a_events, std::time::Duration::ZERO).await.is_none());
-        assert!(next_update(&mut c_events, std::time::Duration::ZERO).await.is_none());
+        assert!(
+            next_update(&mut a_events, std::time::Duration::ZERO)
+                .await
+                .is_none()
+        );
+        assert!(
+            next_update(&mut c_events, std::time::Duration::ZERO)
+                .await
+                .is_none()
+        );
         drop((a, b, c));
         supervisor.shutdown().await;
     }
