@@ -105,7 +105,8 @@ impl Outcome {
 
     /// Several runs of one scenario against one target as one outcome: it passes when every
     /// run passed; the details are those of the first failing run (else of the last run), and
-    /// every distinct failure is kept with the runs that had it.
+    /// every distinct failure is kept with the runs that had it (messages that differ only in
+    /// their numbers, such as a measured delay, count as one, shown as the first).
     pub(crate) fn merge(outcomes: &[Self]) -> Self {
         let failing = outcomes.iter().position(|o| !o.passed);
         let mut merged = match failing.or(outcomes.len().checked_sub(1)) {
@@ -118,7 +119,8 @@ impl Outcome {
         merged.failures.clear();
         for (index, outcome) in outcomes.iter().enumerate() {
             for (message, _) in &outcome.failures {
-                match merged.failures.iter_mut().find(|(m, _)| m == message) {
+                let key = shape(message);
+                match merged.failures.iter_mut().find(|(m, _)| shape(m) == key) {
                     Some((_, runs)) => runs.push(index + 1),
                     None => merged.failures.push((message.clone(), vec![index + 1])),
                 }
@@ -155,6 +157,19 @@ impl Outcome {
             (false, _, passes) => format!("flaky {passes}/{}", self.runs),
         }
     }
+}
+
+/// `message` with every run of digits replaced by `#`, to group failures by cause.
+fn shape(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    for c in message.chars() {
+        if !c.is_ascii_digit() {
+            out.push(c);
+        } else if !out.ends_with('#') {
+            out.push('#');
+        }
+    }
+    out
 }
 
 /// `server-initialize-2026-12-01T10-08-02-584Z` → (`server-initialize`, the timestamp).
@@ -564,12 +579,20 @@ mod tests {
 
         // Different failures in different runs are all kept.
         let other = Outcome::from_checks(&json!([check("g", "FAILURE", Some("timed out"))]));
-        let mixed = Outcome::merge(&[fail.clone(), other, fail.clone()]);
+        let early = |ms: &str| {
+            Outcome::from_checks(&json!([check(
+                "t",
+                "FAILURE",
+                Some(&format!("early ({ms}ms)"))
+            )]))
+        };
+        let mixed = Outcome::merge(&[fail.clone(), other, early("-51"), fail.clone(), early("-7")]);
         assert_eq!(
             mixed.failures,
             [
-                ("[f] broke".to_owned(), vec![1, 3]),
+                ("[f] broke".to_owned(), vec![1, 4]),
                 ("[g] timed out".to_owned(), vec![2]),
+                ("[t] early (-51ms)".to_owned(), vec![3, 5]),
             ]
         );
 
