@@ -12,6 +12,11 @@
 //! - `e2e [--update-docs-screenshot]`: the host page in headless Chromium through WebDriver
 //!   (`chromium` and `chromium-driver` must be installed; `.ci/run` installs them). Kept out
 //!   of `cargo test` so that the tests pass on machines without a browser.
+//! - `conformance [--report-only] [--repeat N]`: the official MCP conformance suite against
+//!   the reference server directly, through `/apps/mcp/{appId}` and `/mcp`, and with the
+//!   gateway as the client under test; fails on a regression through the gateway unless
+//!   `--report-only`; `--repeat N` runs everything N times to expose races.
+//!   Installs Node and the suite from the npm registry into `target/conformance` (needs npm).
 //! - `bench [ARGS]`: runs the criterion benchmarks (release build); extra arguments go to
 //!   the benchmark binaries (e.g. a name filter).
 
@@ -21,6 +26,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 
 mod codegen;
+mod conformance;
 mod demo;
 mod e2e;
 mod http;
@@ -38,6 +44,8 @@ tasks:
   demo [--smoke]      build and start the test apps and the gateway, then tour it
   e2e [--update-docs-screenshot]
                       test the host page in headless Chromium (needs chromium, chromium-driver)
+  conformance [--report-only] [--repeat N]
+                      the MCP conformance suite directly vs through the gateway (needs npm)
 ";
 
 fn main() -> ExitCode {
@@ -66,6 +74,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         "bench" => bench(&root, rest),
         "demo" => demo::run(&root, rest),
         "e2e" => e2e::run(&root, rest),
+        "conformance" => conformance::run(&root, rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())

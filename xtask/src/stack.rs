@@ -1,12 +1,14 @@
-//! The test apps and the gateway, started for real from their built binaries: what `demo`
-//! and `e2e` share (processes that stop when dropped, the demo folder, waiting for apps).
+//! The test apps and the gateway, started for real from their built binaries: what `demo`,
+//! `e2e` and `conformance` share (processes that stop when dropped, or on a signal to xtask,
+//! the demo folder, waiting for apps).
 
 // xtask starts the programs it demonstrates and tests; that is its job.
 #![allow(clippy::disallowed_methods)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
@@ -34,6 +36,31 @@ pub(crate) enum Stdout {
     Piped,
     /// Discarded.
     Discarded,
+    /// Into the same log file as stderr.
+    Logged,
+}
+
+/// How long a program may take to stop after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Every program started and not yet known to have exited, as (pid, group), so that
+/// [`stop_all_on_signal`] can stop them from its own thread while their [`Running`] values
+/// belong to the task's thread; and whether that is under way (then nothing new starts).
+static STARTED: Mutex<Started> = Mutex::new(Started {
+    stopping: false,
+    list: Vec::new(),
+});
+
+#[derive(Debug)]
+struct Started {
+    stopping: bool,
+    list: Vec<(i32, Group)>,
+}
+
+fn started() -> std::sync::MutexGuard<'static, Started> {
+    STARTED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A program to start.
@@ -69,22 +96,39 @@ impl Running {
         let log = program.log;
         let log_file =
             std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let stdout = match stdout {
+            Stdout::Piped => Stdio::piped(),
+            Stdout::Discarded => Stdio::null(),
+            Stdout::Logged => Stdio::from(
+                log_file
+                    .try_clone()
+                    .with_context(|| format!("sharing {}", log.display()))?,
+            ),
+        };
         let mut command = Command::new(program.path);
         command
             .args(program.args)
             .envs(program.envs.iter().copied())
             .stdin(Stdio::null())
-            .stdout(match stdout {
-                Stdout::Piped => Stdio::piped(),
-                Stdout::Discarded => Stdio::null(),
-            })
+            .stdout(stdout)
             .stderr(log_file);
         if group == Group::Own {
             std::os::unix::process::CommandExt::process_group(&mut command, 0);
         }
+        // Spawned under the lock, so a signal either sees the child in the list or stops it
+        // from starting.
+        let mut started = started();
+        ensure!(
+            !started.stopping,
+            "not starting {}: xtask is stopping",
+            program.name
+        );
         let child = command
             .spawn()
             .with_context(|| format!("starting {}", program.path.display()))?;
+        let pid = i32::try_from(child.id()).unwrap_or_default();
+        started.list.push((pid, group));
+        drop(started);
         Ok(Self {
             name: program.name,
             child,
@@ -92,17 +136,32 @@ impl Running {
         })
     }
 
+    fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).unwrap_or_default()
+    }
+
+    /// Forgets the program in [`STARTED`] once it has exited.
+    fn exited(&self) {
+        let pid = self.pid();
+        started().list.retain(|(p, _)| *p != pid);
+    }
+
     /// Stops the program (and its group, if it leads one).
     pub(crate) fn stop(&mut self) {
+        self.stop_child();
+        self.exited();
+    }
+
+    fn stop_child(&mut self) {
         if matches!(self.child.try_wait(), Ok(Some(_))) {
             return;
         }
-        let id = i32::try_from(self.child.id()).unwrap_or_default();
+        let id = self.pid();
         // A negative pid signals the whole process group.
         let target = if self.group == Group::Own { -id } else { id };
         let pid = nix::unistd::Pid::from_raw(target);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + STOP_GRACE;
         while Instant::now() < deadline {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
                 return;
@@ -120,7 +179,106 @@ impl Running {
     /// Waits until the program exits by itself.
     pub(crate) fn wait(&mut self) {
         let _ = self.child.wait();
+        self.exited();
     }
+
+    /// The exit status, once the program has exited.
+    pub(crate) fn status(&mut self) -> Option<ExitStatus> {
+        let status = self.child.try_wait().ok().flatten();
+        if status.is_some() {
+            self.exited();
+        }
+        status
+    }
+
+    /// Waits until the program exits by itself, at most `within`; past that it is stopped
+    /// and this is an error.
+    pub(crate) fn wait_within(&mut self, within: Duration) -> anyhow::Result<ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                self.exited();
+                return Ok(status);
+            }
+            if Instant::now() >= deadline {
+                self.stop();
+                bail!("{} did not finish within {} s", self.name, within.as_secs());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// From now on, SIGINT, SIGTERM or SIGHUP to xtask stops every program it started and still
+/// runs (SIGTERM to each, to its whole group if it leads one; SIGKILL after the grace period),
+/// then exits with 128 + the signal. Without it, Ctrl-C in a terminal reaches only programs in
+/// xtask's own group, and a signal sent to xtask alone (a CI timeout) reaches none.
+pub(crate) fn stop_all_on_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the signal watcher")?;
+    // Registered here, before returning, so that no signal in between is missed.
+    let (mut interrupt, mut terminate, mut hangup) = {
+        let _guard = runtime.enter();
+        (
+            signal(SignalKind::interrupt())?,
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::hangup())?,
+        )
+    };
+    std::thread::spawn(move || {
+        let (name, number) = runtime.block_on(async {
+            tokio::select! {
+                _ = interrupt.recv() => ("SIGINT", nix::sys::signal::Signal::SIGINT),
+                _ = terminate.recv() => ("SIGTERM", nix::sys::signal::Signal::SIGTERM),
+                _ = hangup.recv() => ("SIGHUP", nix::sys::signal::Signal::SIGHUP),
+            }
+        });
+        eprintln!("\n{name}: stopping every program xtask started");
+        stop_all();
+        std::process::exit(128 + number as i32);
+    });
+    Ok(())
+}
+
+/// Stops everything in [`STARTED`] without their [`Running`] values (see
+/// [`stop_all_on_signal`]).
+fn stop_all() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    let list = {
+        let mut started = started();
+        started.stopping = true;
+        started.list.clone()
+    };
+    let target =
+        |(pid, group): (i32, Group)| Pid::from_raw(if group == Group::Own { -pid } else { pid });
+    for entry in &list {
+        let _ = kill(target(*entry), Signal::SIGTERM);
+    }
+    let deadline = Instant::now() + STOP_GRACE;
+    while Instant::now() < deadline && list.iter().any(|(pid, _)| is_alive(*pid)) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Whatever is left, also a group's members whose leader has exited.
+    for entry in &list {
+        let _ = kill(target(*entry), Signal::SIGKILL);
+    }
+}
+
+/// Whether `pid` still runs: it exists and is not a zombie (`/proc/PID/stat`'s state, after
+/// the command name in parentheses, is not `Z`).
+fn is_alive(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next())
+        .is_some_and(|state| state != 'Z' && state != 'X')
 }
 
 impl Drop for Running {

@@ -1,0 +1,9 @@
+//! The one integration-test binary of conformance-client: the real binary, run as the suite
+//! runs it, against a real rmcp Streamable HTTP server on loopback that serves the
+//! `tools_call` scenario's `add_numbers` tool and records every call it gets.
+
+// `cfg(test)` marks the helpers as test code, where clippy.toml allows unwrap and expect.
+#[cfg(test)]
+mod adapter;
+#[cfg(test)]
+mod support;

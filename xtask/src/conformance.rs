@@ -1,0 +1,470 @@
+//! `cargo xtask conformance [--report-only] [--repeat N]`: the official MCP conformance suite
+//! (`@modelcontextprotocol/conformance`), run against the same reference server directly and
+//! through the gateway, and with the gateway as the client under test.
+//!
+//! 1. Installs the conformance kit (Node 22, the suite, the reference server; `kit.rs`) under
+//!    `target/conformance`; builds `mcpapp-gateway` and `conformance-client`.
+//! 2. Starts the kit's reference server on a free port and a real `mcpapp-gateway serve` that
+//!    hosts it as the HTTP app `conformance` with an empty tool prefix.
+//! 3. Runs every server scenario (`--suite all`) against three targets: the reference server
+//!    (`direct`), `/apps/mcp/conformance` (`proxy`) and `/mcp` (`mcp`).
+//! 4. Runs the client scenarios `initialize`, `tools_call`, `sse-retry` and
+//!    `elicitation-sep1034-client-defaults` with two clients: the TypeScript SDK's
+//!    (`reference`, `conformance/reference-client.mjs`) and the gateway's stack
+//!    (`gateway`, the `conformance-client` binary).
+//! 5. Reads every `checks.json` the suite wrote (`report.rs`), prints one table per kind and
+//!    writes `target/conformance/report.json`.
+//!
+//! Fails when a server scenario that passes directly fails through the proxy, or a client
+//! scenario that the reference client passes fails with the gateway; `/mcp` is reported and
+//! never required. `--report-only` prints the same and exits 0. `--repeat N` runs every
+//! scenario N times against every target (a scenario passes only when all N pass; one that
+//! sometimes passes shows as `flaky k/N`), for telling a race from a steady failure. Everything it starts is
+//! stopped at the end, on failure and on SIGINT/SIGTERM (see `stack::stop_all_on_signal`).
+//! Results and logs are under `target/conformance/results/`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use serde_json::{Value, json};
+
+use crate::http;
+use crate::stack::{self, Group, Program, Running, Stdout, start_listening, target_dir};
+
+mod kit;
+mod report;
+
+use kit::Kit;
+use report::{Outcome, Table};
+
+/// The app id the reference server is hosted under.
+const APP_ID: &str = "conformance";
+/// The client scenarios measured, in order (the `auth/*` family needs an OAuth client, which
+/// the gateway does not have).
+const CLIENT_SCENARIOS: &[&str] = &[
+    "initialize",
+    "tools_call",
+    "sse-retry",
+    "elicitation-sep1034-client-defaults",
+];
+/// The known-good client, embedded so that xtask can put it where the kit's SDK resolves.
+const REFERENCE_CLIENT: &str = include_str!("conformance/reference-client.mjs");
+/// How long the reference server may take to answer after starting.
+const STARTUP: Duration = Duration::from_secs(60);
+/// Bound of one run of the suite (it takes seconds; this only stops a hung run).
+const SUITE_RUN: Duration = Duration::from_secs(300);
+/// The suite's own bound of one client run, in milliseconds (its default is 30 s).
+const CLIENT_TIMEOUT_MS: &str = "60000";
+/// Failure messages in the printed tables are cut to this many characters.
+const MESSAGE_WIDTH: usize = 150;
+
+pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
+    let Options {
+        report_only,
+        repeat,
+    } = Options::parse(args)?;
+    stack::stop_all_on_signal()?;
+    let started = Instant::now();
+    // The kit first: a missing npm is reported before minutes of building.
+    let kit = kit::install(root, &target_dir(root).join("conformance"))?;
+    println!("  suite: @modelcontextprotocol/conformance {}", kit.version);
+    crate::util::cargo(
+        root,
+        &["build", "-p", "mcpapp-gateway", "-p", "conformance-client"],
+    )?;
+    let bin = target_dir(root).join("debug");
+
+    let out = kit.dir.join("results");
+    if out.exists() {
+        std::fs::remove_dir_all(&out).with_context(|| format!("clearing {}", out.display()))?;
+    }
+    let logs = out.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    let reference_client = kit.dir.join("reference-client.mjs");
+    std::fs::write(&reference_client, REFERENCE_CLIENT)
+        .with_context(|| format!("writing {}", reference_client.display()))?;
+
+    let measured = measure(&kit, &bin, &out, &logs, &reference_client, repeat);
+    let Measured { server, client } = measured?;
+
+    let server_regressions = server.regressions("direct", "proxy");
+    let client_regressions = client.regressions("reference", "gateway");
+    print_tables(&server, &client);
+    let report_path = kit.dir.join("report.json");
+    stack::write_json(
+        &report_path,
+        &json!({
+            "suite": format!("@modelcontextprotocol/conformance {}", kit.version),
+            "appId": APP_ID,
+            "runsPerScenario": repeat,
+            "server": {
+                "columns": {
+                    "direct": "the reference server",
+                    "proxy": format!("the gateway's /apps/mcp/{APP_ID}"),
+                    "mcp": "the gateway's /mcp (reported, not required)",
+                },
+                "passing": {
+                    "direct": server.passing("direct"),
+                    "proxy": server.passing("proxy"),
+                    "mcp": server.passing("mcp"),
+                    "of": server.rows.len(),
+                },
+                "scenarios": server.to_json(),
+            },
+            "client": {
+                "columns": {
+                    "reference": "the TypeScript SDK's client",
+                    "gateway": "the gateway's stack (conformance-client)",
+                },
+                "scenarios": client.to_json(),
+            },
+            "regressions": {
+                "proxy": pairs(&server_regressions),
+                "gateway": pairs(&client_regressions),
+            },
+            "results": out,
+        }),
+    )?;
+    println!("\nreport: {}", report_path.display());
+    println!("results and logs: {}", out.display());
+    println!("conformance took {:.1} s", started.elapsed().as_secs_f64());
+
+    ensure!(
+        server.passing("direct") > 0,
+        "no server scenario passed against the reference server itself; the harness is broken \
+         (see {})",
+        logs.display()
+    );
+    let regressions = server_regressions.len() + client_regressions.len();
+    if regressions == 0 {
+        println!("conformance: no regressions through the gateway");
+        return Ok(());
+    }
+    let mut summary = Vec::new();
+    for (scenario, message) in &server_regressions {
+        summary.push(format!(
+            "server scenario {scenario} passes directly but fails through /apps/mcp/{APP_ID}: {message}"
+        ));
+    }
+    for (scenario, message) in &client_regressions {
+        summary.push(format!(
+            "client scenario {scenario} passes with the reference client but fails with the gateway: {message}"
+        ));
+    }
+    if report_only {
+        println!("conformance: {regressions} regressions (--report-only: not failing)");
+        return Ok(());
+    }
+    bail!("{regressions} regressions:\n  {}", summary.join("\n  "))
+}
+
+/// The command line of the task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Options {
+    /// Print and exit 0 whatever the results.
+    report_only: bool,
+    /// Runs of every scenario against every target (a scenario passes when all pass).
+    repeat: usize,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> anyhow::Result<Self> {
+        let mut options = Self {
+            report_only: false,
+            repeat: 1,
+        };
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--report-only" => options.report_only = true,
+                "--repeat" => {
+                    options.repeat = args
+                        .next()
+                        .and_then(|n| n.parse().ok())
+                        .filter(|n| (1..=100).contains(n))
+                        .context("--repeat takes a number of runs from 1 to 100")?;
+                }
+                other => {
+                    bail!("`conformance` takes `--report-only` and `--repeat N`, got `{other}`")
+                }
+            }
+        }
+        Ok(options)
+    }
+}
+
+fn pairs(list: &[(String, String)]) -> Value {
+    list.iter()
+        .map(|(scenario, message)| json!({"scenario": scenario, "failure": message}))
+        .collect()
+}
+
+/// Both tables.
+struct Measured {
+    server: Table,
+    client: Table,
+}
+
+/// Starts the reference server and the gateway, runs the suite, and stops both (also when a
+/// step fails: they are stopped when dropped).
+fn measure(
+    kit: &Kit,
+    bin: &Path,
+    out: &Path,
+    logs: &Path,
+    reference_client: &Path,
+    repeat: usize,
+) -> anyhow::Result<Measured> {
+    println!("\n==> starting the reference server");
+    let port = free_port()?;
+    let tsx = kit.tsx.display().to_string();
+    let server_source = kit.reference_server.display().to_string();
+    let server_log = logs.join("reference-server.log");
+    let mut reference = Running::start(
+        &Program {
+            name: "reference-server",
+            path: &kit.node,
+            args: &[&tsx, &server_source],
+            envs: &[("PORT", &port.to_string())],
+            log: &server_log,
+        },
+        // tsx runs the server in a child process of its own: stop the whole group.
+        Group::Own,
+        Stdout::Logged,
+    )?;
+    let direct = format!("http://localhost:{port}/mcp");
+    wait_answering(&mut reference, &direct, &server_log)?;
+    println!("  {direct}");
+
+    println!("\n==> starting the gateway with the reference server as app `{APP_ID}`");
+    let config = lay_out(&out.join("gateway"), &direct)?;
+    let config_arg = config.display().to_string();
+    let gateway_log = logs.join("gateway.log");
+    let (mut gateway, base) = start_listening(&Program {
+        name: "mcpapp-gateway",
+        path: &bin.join("mcpapp-gateway"),
+        args: &["serve", "--config", &config_arg, "--bind", "127.0.0.1:0"],
+        envs: &[],
+        log: &gateway_log,
+    })?;
+    let apps = stack::wait_for_apps(&base, &[])?;
+    let app = apps["apps"]
+        .as_array()
+        .and_then(|list| list.iter().find(|a| a["id"] == APP_ID))
+        .cloned()
+        .unwrap_or(Value::Null);
+    ensure!(
+        app["lifecycle"] == "Running",
+        "the gateway did not run the reference server: {} ({}); see {}",
+        app["lifecycle"],
+        app["lastError"],
+        gateway_log.display()
+    );
+    println!("  {base} ({} tools)", app["toolCount"]);
+
+    let targets = [
+        ("direct", direct.clone()),
+        ("proxy", format!("{base}/apps/mcp/{APP_ID}")),
+        ("mcp", format!("{base}/mcp")),
+    ];
+    let mut server_runs = Vec::new();
+    for (name, url) in &targets {
+        let mut repeats = Vec::new();
+        for run in 1..=repeat {
+            println!("\n==> server scenarios against {name} (run {run} of {repeat}): {url}");
+            let dir = out.join("server").join(name).join(run.to_string());
+            suite(
+                kit,
+                &[
+                    "server",
+                    "--url",
+                    url,
+                    "--suite",
+                    "all",
+                    "-o",
+                    &path_arg(&dir),
+                ],
+                &logs.join(format!("server-{name}-{run}.log")),
+            )?;
+            let runs = report::read_runs(&dir, "server-")?;
+            println!("  {} scenarios", runs.len());
+            repeats.push(runs);
+        }
+        server_runs.push(report::merge_runs(&repeats));
+    }
+
+    let clients = [
+        (
+            "reference",
+            format!("{} {}", no_spaces(&kit.node)?, no_spaces(reference_client)?),
+        ),
+        (
+            "gateway",
+            no_spaces(&bin.join("conformance-client"))?.to_owned(),
+        ),
+    ];
+    let mut client_runs = Vec::new();
+    for (name, command) in &clients {
+        let mut repeats = Vec::new();
+        for run in 1..=repeat {
+            let dir = out.join("client").join(name).join(run.to_string());
+            // One after the other: `sse-retry` measures reconnection delays, which a loaded
+            // machine would blur.
+            for scenario in CLIENT_SCENARIOS {
+                println!(
+                    "\n==> client scenario {scenario} with the {name} client (run {run} of {repeat})"
+                );
+                suite(
+                    kit,
+                    &[
+                        "client",
+                        "--command",
+                        command,
+                        "--scenario",
+                        scenario,
+                        "--timeout",
+                        CLIENT_TIMEOUT_MS,
+                        "-o",
+                        &path_arg(&dir),
+                    ],
+                    &logs.join(format!("client-{name}-{scenario}-{run}.log")),
+                )?;
+            }
+            let mut runs = report::read_runs(&dir, "")?;
+            for scenario in CLIENT_SCENARIOS {
+                if !runs.iter().any(|(s, _)| s == scenario) {
+                    runs.push((
+                        (*scenario).to_owned(),
+                        Outcome::missing("the suite wrote no result"),
+                    ));
+                }
+            }
+            repeats.push(runs);
+        }
+        client_runs.push(report::merge_runs(&repeats));
+    }
+
+    println!("\n==> stopping the gateway and the reference server");
+    gateway.stop();
+    reference.stop();
+    Ok(Measured {
+        server: Table::join(vec!["direct", "proxy", "mcp"], &server_runs),
+        client: Table::join(vec!["reference", "gateway"], &client_runs),
+    })
+}
+
+fn print_tables(server: &Table, client: &Table) {
+    println!(
+        "\n==> server scenarios: the reference server directly, through /apps/mcp/{APP_ID} \
+         (proxy) and /mcp (mcp, reported only)\n"
+    );
+    print!("{}", server.render("server scenario", MESSAGE_WIDTH));
+    println!("\n==> client scenarios: the TypeScript SDK's client and the gateway's stack\n");
+    print!("{}", client.render("client scenario", MESSAGE_WIDTH));
+    // What the gateway's side saw, for the failing ones: the adapter's one-line outcome.
+    for (scenario, cells) in &client.rows {
+        if let Some(seen) = cells
+            .get(1)
+            .filter(|c| !c.passed)
+            .and_then(|c| c.client_stdout.as_deref())
+        {
+            println!("  the gateway saw in {scenario}: {seen}");
+        }
+    }
+}
+
+/// Runs the suite's CLI with `args` to completion (its exit status only repeats what the
+/// checks say, so only the checks are read). Its output goes to `log`.
+fn suite(kit: &Kit, args: &[&str], log: &Path) -> anyhow::Result<()> {
+    let script = kit.conformance.display().to_string();
+    let mut all = vec![script.as_str()];
+    all.extend_from_slice(args);
+    let mut run = Running::start(
+        &Program {
+            name: "conformance suite",
+            path: &kit.node,
+            args: &all,
+            envs: &[],
+            log,
+        },
+        // Its own group: stopping it also stops the client command it runs.
+        Group::Own,
+        Stdout::Logged,
+    )?;
+    let status = run.wait_within(SUITE_RUN)?;
+    println!("  suite exited with {status}; log: {}", log.display());
+    Ok(())
+}
+
+/// Writes the gateway's configuration and the app folder for the reference server.
+fn lay_out(folder: &Path, url: &str) -> anyhow::Result<PathBuf> {
+    stack::write_json(
+        &folder.join(format!("apps/{APP_ID}/openclaw.mcpapp.json")),
+        &json!({
+            "id": APP_ID,
+            "name": "MCP conformance reference server",
+            "description": "The conformance suite's everything server, hosted for `cargo xtask conformance`.",
+            "version": "1.0.0",
+            "transport": "http",
+            "url": url,
+            // No prefix: the suite calls the server's own tool names through /mcp.
+            "toolNamePrefix": "",
+            "startupTimeoutSeconds": 30,
+            "requestTimeoutSeconds": 30,
+        }),
+    )?;
+    let config = folder.join("appsettings.json");
+    stack::write_json(
+        &config,
+        &json!({ "McpApps": { "Enabled": true, "DiscoveryPaths": ["./apps"] } }),
+    )?;
+    Ok(config)
+}
+
+/// Polls `url` until the server answers anything at all over HTTP.
+fn wait_answering(server: &mut Running, url: &str, log: &Path) -> anyhow::Result<()> {
+    let deadline = Instant::now() + STARTUP;
+    loop {
+        if http::request("GET", url, &[], None).is_ok() {
+            return Ok(());
+        }
+        if let Some(status) = server.status() {
+            bail!(
+                "the reference server exited ({status}) before answering; see {}",
+                log.display()
+            );
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the reference server did not answer on {url} within {} s; see {}",
+            STARTUP.as_secs(),
+            log.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A port that was free a moment ago (the reference server takes its port from `PORT`).
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The suite splits `--command` at spaces, so a path in it must have none.
+fn no_spaces(path: &Path) -> anyhow::Result<&str> {
+    let text = path
+        .to_str()
+        .with_context(|| format!("{} is not UTF-8", path.display()))?;
+    ensure!(
+        !text.contains(char::is_whitespace),
+        "the suite splits a client command at spaces, and {text} contains one; \
+         use a checkout (or CARGO_TARGET_DIR) whose path has none"
+    );
+    Ok(text)
+}
+
+fn path_arg(path: &Path) -> String {
+    path.display().to_string()
+}
