@@ -4,9 +4,21 @@
 //! Each message is POSTed; whatever comes back on that POST (one JSON body, or an SSE stream
 //! of progress, server requests and finally the response) is tagged with the request's
 //! upstream id. After the handshake a single standalone GET stream carries the session's
-//! other server messages and is reconnected (with `Last-Event-ID`) when it drops. The session
-//! id and negotiated protocol version are taken from the `initialize` exchange and sent on
-//! every later request. `close` ends the session with a DELETE.
+//! other server messages and is reconnected (with `Last-Event-ID`) when it drops; a server
+//! that issued no session id and answers that GET with 404 or 405 simply has none. The
+//! session id and negotiated protocol version are taken from the `initialize` exchange and
+//! sent on every later request. `close` ends the session with a DELETE.
+//!
+//! Order: messages leave in the order the session produced them where order matters.
+//! `initialize`, notifications and responses are barriers: each waits until every earlier
+//! request has been handed to the connection, and nothing after it leaves before the server
+//! has acknowledged it (so `notifications/initialized` precedes the first listing, and a
+//! cancellation follows the request it cancels). Requests between barriers run concurrently.
+//!
+//! Resumption (SEP-1699): when a request's event stream ends before its response, after the
+//! server gave the stream's events ids, the link waits the server's `retry` interval and
+//! resumes the stream with a GET carrying `Last-Event-ID`; what arrives there still belongs
+//! to the original request.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,6 +26,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
@@ -30,6 +43,13 @@ const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 const MAX_GET_FAILURES: u32 = 3;
 /// Wait before reconnecting the GET stream when the server did not say (`retry:`).
 const DEFAULT_RETRY: Duration = Duration::from_millis(500);
+/// Resumptions of one request's event stream after which it counts as lost.
+const MAX_RESUMES: u32 = 5;
+/// How long a barrier waits for an earlier request's body to be handed over.
+const SEND_WAIT: Duration = Duration::from_millis(500);
+/// How long a barrier (a notification or response) may take to be acknowledged before later
+/// messages go anyway; the barrier's own exchange carries on.
+const BARRIER_WAIT: Duration = Duration::from_secs(10);
 
 /// What to connect to.
 #[derive(Debug, Clone)]
@@ -45,11 +65,20 @@ struct Session {
     protocol: Option<String>,
 }
 
+/// Where a request's event stream got to: the last event id and the server's retry hint.
+#[derive(Debug, Default)]
+struct StreamPosition {
+    last_event: Option<String>,
+    retry: Option<Duration>,
+}
+
 #[derive(Debug)]
 struct Inner {
     client: reqwest::Client,
     spec: HttpSpec,
     session: Mutex<Session>,
+    /// Streams that ended early and may be resumed, by request.
+    positions: Mutex<std::collections::HashMap<Key, StreamPosition>>,
     events: LinkEvents,
     get_started: AtomicBool,
     closed: AtomicBool,
@@ -61,6 +90,7 @@ struct Inner {
 #[derive(Debug, Clone)]
 pub(crate) struct HttpLink {
     inner: Arc<Inner>,
+    outgoing: mpsc::UnboundedSender<(RawMessage, Option<Key>)>,
 }
 
 /// Builds the link. Nothing is sent until the first message.
@@ -68,25 +98,102 @@ pub(crate) fn connect(spec: HttpSpec, events: LinkEvents) -> Result<HttpLink, re
     let client = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .build()?;
-    Ok(HttpLink {
-        inner: Arc::new(Inner {
-            client,
-            spec,
-            session: Mutex::new(Session::default()),
-            events,
-            get_started: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
-            stop: CancellationToken::new(),
-            span: tracing::Span::current(),
-        }),
-    })
+    let inner = Arc::new(Inner {
+        client,
+        spec,
+        session: Mutex::new(Session::default()),
+        positions: Mutex::default(),
+        events,
+        get_started: AtomicBool::new(false),
+        closed: AtomicBool::new(false),
+        stop: CancellationToken::new(),
+        span: tracing::Span::current(),
+    });
+    let (outgoing, queue) = mpsc::unbounded_channel();
+    tokio::spawn(dispatch(inner.clone(), queue).instrument(inner.span.clone()));
+    Ok(HttpLink { inner, outgoing })
+}
+
+/// Sends messages in order (see the module documentation): requests concurrently once
+/// handed over, barriers one at a time.
+async fn dispatch(inner: Arc<Inner>, mut queue: mpsc::UnboundedReceiver<(RawMessage, Option<Key>)>) {
+    let mut handed_over: Vec<oneshot::Receiver<()>> = Vec::new();
+    while let Some((message, request)) = queue.recv().await {
+        let barrier = request.is_none() || message.method().as_deref() == Some("initialize");
+        if !barrier {
+            let (sent, sent_rx) = oneshot::channel();
+            // Drop the ones already handed over, so the list stays short.
+            handed_over.retain(|rx| rx.is_empty() && !rx.is_terminated());
+            handed_over.push(sent_rx);
+            let inner = inner.clone();
+            let span = inner.span.clone();
+            tokio::spawn(async move { inner.post(message, request, Some(sent)).await }.instrument(span));
+            continue;
+        }
+        for rx in handed_over.drain(..) {
+            let _ = tokio::time::timeout(SEND_WAIT, rx).await;
+        }
+        let exchange = {
+            let inner = inner.clone();
+            let span = inner.span.clone();
+            tokio::spawn(async move { inner.post(message, request, None).await }.instrument(span))
+        };
+        if tokio::time::timeout(BARRIER_WAIT, exchange).await.is_err() {
+            debug!("a notification was not acknowledged within {BARRIER_WAIT:?}; sending on");
+        }
+    }
+}
+
+/// A request body that says when the connection has taken it (so that a barrier after it
+/// leaves after it).
+struct HandedOver {
+    data: Option<bytes::Bytes>,
+    len: u64,
+    sent: Option<oneshot::Sender<()>>,
+}
+
+impl HandedOver {
+    fn signal(&mut self) {
+        if let Some(sent) = self.sent.take() {
+            let _ = sent.send(());
+        }
+    }
+}
+
+impl http_body::Body for HandedOver {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let frame = self.data.take().map(|data| Ok(http_body::Frame::data(data)));
+        self.signal();
+        std::task::Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.data.is_none()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.len)
+    }
+}
+
+impl Drop for HandedOver {
+    fn drop(&mut self) {
+        self.signal();
+    }
 }
 
 impl HttpLink {
     pub(crate) fn send(&self, message: RawMessage, request: Option<Key>) {
-        let inner = self.inner.clone();
-        let span = inner.span.clone();
-        tokio::spawn(async move { inner.post(message, request).await }.instrument(span));
+        if let Err(mpsc::error::SendError((_, request))) = self.outgoing.send((message, request)) {
+            self.inner
+                .fail_request(&request, "the connection to the app is closed");
+        }
     }
 
     /// Ends the session: stops the GET stream and sends DELETE (best effort).
@@ -162,7 +269,12 @@ impl Inner {
         }
     }
 
-    async fn post(self: Arc<Self>, message: RawMessage, request: Option<Key>) {
+    async fn post(
+        self: Arc<Self>,
+        message: RawMessage,
+        request: Option<Key>,
+        sent: Option<oneshot::Sender<()>>,
+    ) {
         if self.closed.load(Ordering::SeqCst) {
             self.fail_request(&request, "the connection to the app is closed");
             return;
@@ -175,13 +287,19 @@ impl Inner {
         } else {
             self.session_headers()
         };
+        let body = bytes::Bytes::from(message.into_string());
+        let body = reqwest::Body::wrap(HandedOver {
+            len: body.len() as u64,
+            data: Some(body),
+            sent,
+        });
         let sent = self
             .client
             .post(self.spec.url.clone())
             .headers(headers)
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream")
-            .body(message.into_string())
+            .body(body)
             .send()
             .await;
         let response = match sent {
@@ -212,6 +330,16 @@ impl Inner {
         }
         if !status.is_success() {
             let body = response.text().await.unwrap_or_default();
+            // A server that could not take the request often says why in a JSON-RPC error;
+            // that error, under the request's id, is the best answer for the caller.
+            if let Some(key) = &request
+                && let Ok(mut error) = RawMessage::parse(body.trim())
+                && error.kind() == MessageKind::Error
+            {
+                error.set_id(&raw_json(key.clone()));
+                self.emit(error, Origin::Post(key.clone()));
+                return;
+            }
             let snippet: String = body.chars().take(300).collect();
             let text = format!(
                 "the app answered HTTP {status}{}",
@@ -238,6 +366,7 @@ impl Inner {
         let answered = if content_type.starts_with("text/event-stream") {
             self.read_post_stream(response, &request, is_initialize)
                 .await
+                || self.resume(&request).await
         } else if content_type.starts_with("application/json") {
             self.read_json_body(response, &origin, is_initialize).await
         } else {
@@ -307,49 +436,123 @@ impl Inner {
         request: &Option<Key>,
         is_initialize: bool,
     ) -> bool {
+        let mut position = StreamPosition::default();
+        let answered = self
+            .read_events(response, request, is_initialize, &mut position)
+            .await;
+        if let Some(key) = request
+            && !answered
+        {
+            self.positions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(key.clone(), position);
+        }
+        answered
+    }
+
+    /// Reads SSE events of one request's stream (its POST, or a GET resuming it) until its
+    /// response; notes event ids and `retry` hints in `position`.
+    async fn read_events(
+        &self,
+        response: reqwest::Response,
+        request: &Option<Key>,
+        is_initialize: bool,
+        position: &mut StreamPosition,
+    ) -> bool {
         let origin = request.clone().map_or(Origin::Get, Origin::Post);
         let mut events = sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
-        let mut answered = false;
         loop {
             let next = tokio::select! {
                 next = events.next() => next,
-                () = self.stop.cancelled() => break,
+                () = self.stop.cancelled() => return false,
             };
-            match next {
-                Some(Ok(event)) => {
-                    let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
-                        continue;
-                    };
-                    match RawMessage::parse(data.as_str()) {
-                        Ok(message) => {
-                            if is_initialize {
-                                self.note_initialize(&message);
-                            }
-                            let is_ours = message.is_response()
-                                && request.as_ref().is_some_and(|k| {
-                                    message.id().map(|i| i.get()) == Some(k.as_str())
-                                });
-                            self.emit(message, origin.clone());
-                            if is_ours {
-                                answered = true;
-                                break;
-                            }
-                        }
-                        Err(_) => {
-                            let _ = self
-                                .events
-                                .send(LinkEvent::Garbage(data.chars().take(200).collect()));
-                        }
-                    }
-                }
+            let event = match next {
+                Some(Ok(event)) => event,
                 Some(Err(err)) => {
                     debug!("a response stream broke: {err}");
-                    break;
+                    return false;
                 }
-                None => break,
+                None => return false,
+            };
+            if let Some(id) = event.id.clone() {
+                position.last_event = Some(id);
+            }
+            if let Some(ms) = event.retry {
+                position.retry = Some(Duration::from_millis(ms.clamp(0, 60_000)));
+            }
+            let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
+                continue;
+            };
+            match RawMessage::parse(data.as_str()) {
+                Ok(message) => {
+                    if is_initialize {
+                        self.note_initialize(&message);
+                    }
+                    let is_ours = message.is_response()
+                        && request
+                            .as_ref()
+                            .is_some_and(|k| message.id().map(|i| i.get()) == Some(k.as_str()));
+                    self.emit(message, origin.clone());
+                    if is_ours {
+                        return true;
+                    }
+                }
+                Err(_) => {
+                    let _ = self
+                        .events
+                        .send(LinkEvent::Garbage(data.chars().take(200).collect()));
+                }
             }
         }
-        answered
+    }
+
+    /// Resumes a request's stream that ended before its response, if the server made it
+    /// resumable (its events had ids): waits the `retry` interval, then GETs with
+    /// `Last-Event-ID`, as often as the stream keeps ending early (bounded).
+    async fn resume(&self, request: &Option<Key>) -> bool {
+        let Some(key) = request else { return false };
+        let taken = self
+            .positions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+        let Some(mut position) = taken.filter(|p| p.last_event.is_some()) else {
+            return false;
+        };
+        for _ in 0..MAX_RESUMES {
+            let wait = position.retry.unwrap_or(DEFAULT_RETRY);
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = self.stop.cancelled() => return false,
+            }
+            let mut headers = self.session_headers();
+            if let Some(id) = position
+                .last_event
+                .as_deref()
+                .and_then(|v| HeaderValue::from_str(v).ok())
+            {
+                headers.insert(HeaderName::from_static(LAST_EVENT_HEADER), id);
+            }
+            let sent = tokio::select! {
+                sent = self.client.get(self.spec.url.clone()).headers(headers).header(ACCEPT, "text/event-stream").send() => sent,
+                () = self.stop.cancelled() => return false,
+            };
+            match sent {
+                Ok(response) if response.status().is_success() => {
+                    debug!(request = %key, "resuming a response stream");
+                    if self.read_events(response, request, false, &mut position).await {
+                        return true;
+                    }
+                }
+                Ok(response) => {
+                    debug!(request = %key, status = %response.status(), "the app refused to resume a response stream");
+                    return false;
+                }
+                Err(err) => debug!(request = %key, "resuming a response stream failed: {}", describe_error(&err)),
+            }
+        }
+        false
     }
 
     /// The standalone GET stream: reconnects until the link closes; a server that cannot be
@@ -384,6 +587,15 @@ impl Inner {
                 }
                 Ok(response) if response.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED => {
                     debug!("the app offers no standalone event stream");
+                    return;
+                }
+                // Without a session there is no session to end: a stateless server that has
+                // no GET route answers 404, and that is all it means.
+                Ok(response)
+                    if response.status() == reqwest::StatusCode::NOT_FOUND
+                        && self.session_id().is_none() =>
+                {
+                    debug!("the app (stateless) offers no standalone event stream");
                     return;
                 }
                 Ok(response) if response.status() == reqwest::StatusCode::NOT_FOUND => {
