@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::{PortCapabilities, PortReply, RawMessage, Supervisor, raw_string};
+use mcpapp_supervisor::{PortReply, RawMessage, Supervisor, raw_string};
 use mcpapp_testkit::{AppsDir, bin};
 
 fn splice(c: &mut Criterion) {
@@ -55,10 +55,11 @@ fn round_trips(c: &mut Criterion) {
         supervisor.wait_settled(Duration::from_secs(60)).await;
         let app = supervisor.get("echo").expect("the app");
         assert_eq!(app.snapshot().state.lifecycle, Lifecycle::Running);
-        let port = app
-            .open_port(PortCapabilities::default())
-            .await
-            .expect("a port");
+        let initialize = RawMessage::parse(
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#,
+        )
+        .expect("parses");
+        let (port, _) = app.open_port(&initialize).await.expect("a port");
         (supervisor, app, port)
     });
     let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"}}}"#;

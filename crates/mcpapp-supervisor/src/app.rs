@@ -33,7 +33,7 @@ use crate::lifecycle::{Decision, Event, Machine};
 use crate::link::stdio::{ProcessTable, StderrTail};
 use crate::link::{Link, LinkEvent, http, stdio};
 use crate::policy::SupervisionPolicy;
-use crate::router::PortCapabilities;
+use crate::raw::RawMessage;
 use crate::session::{Connection, HandshakeError, Port, PortError};
 
 /// Stderr lines quoted in a failure reason.
@@ -287,15 +287,15 @@ impl AppShared {
         }
     }
 
-    /// Opens a port on the current upstream session.
+    /// Opens a port on the current upstream session for the client that sent `initialize`.
     pub(crate) async fn open_port(
         &self,
-        capabilities: PortCapabilities,
-    ) -> Result<Port, PortError> {
+        initialize: &RawMessage,
+    ) -> Result<(Port, RawMessage), PortError> {
         let connection = self
             .current()
             .ok_or_else(|| PortError::NotRunning(self.snapshot.borrow().state.lifecycle))?;
-        connection.open_port(capabilities).await
+        connection.open_port(initialize).await
     }
 }
 

@@ -13,7 +13,7 @@ use tokio::sync::{oneshot, watch};
 use crate::app::{AppShared, AppSnapshot, Command};
 use crate::descriptors::Descriptors;
 use crate::error::{CallError, ControlError};
-use crate::router::PortCapabilities;
+use crate::raw::RawMessage;
 use crate::session::{Port, PortError};
 
 /// One app under supervision.
@@ -189,14 +189,20 @@ impl AppHandle {
             .map(|_| ())
     }
 
-    /// Opens a port: a raw JSON-RPC channel that shares the app's one upstream session with
-    /// the gateway's own calls (see [`Port`]). `capabilities` are what the client behind the
-    /// port declared; they decide which server requests may be routed to it.
+    /// Opens a port for the client whose `initialize` request this is: a raw JSON-RPC channel
+    /// that shares the app's one upstream session with the gateway's own calls (see
+    /// [`Port`]). Returns the port and the answer to that `initialize`: the upstream's own
+    /// `InitializeResult` with the protocol version agreed with this client. The capabilities
+    /// the client declared decide which server requests may be routed to it.
     ///
     /// # Errors
-    /// [`PortError::NotRunning`] when the app is not running.
-    pub async fn open_port(&self, capabilities: PortCapabilities) -> Result<Port, PortError> {
-        self.shared.open_port(capabilities).await
+    /// [`PortError::NotRunning`] when the app is not running, [`PortError::Invalid`] when
+    /// `initialize` has no id.
+    pub async fn open_port(
+        &self,
+        initialize: &RawMessage,
+    ) -> Result<(Port, RawMessage), PortError> {
+        self.shared.open_port(initialize).await
     }
 
     fn unexpected(&self, method: &str, result: &ServerResult) -> CallError {

@@ -68,8 +68,7 @@ pub use handle::AppHandle;
 pub use keeper::{KEEPER_ARG, KEEPER_ENV, Keeper, run_keeper_if_requested};
 pub use policy::SupervisionPolicy;
 pub use raw::{MessageKind, RawError, RawMessage, raw_string};
-pub use router::PortCapabilities;
-pub use session::{Port, PortError, PortReply, ResponseStream};
+pub use session::{PORT_PROTOCOL_VERSIONS, Port, PortError, PortReply, ResponseStream};
 pub use supervisor::{ReloadSummary, Supervisor, SupervisorBuilder};
 
 /// The rmcp model types used in this crate's API, re-exported so users need not depend on

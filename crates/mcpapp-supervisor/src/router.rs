@@ -53,13 +53,13 @@ pub(crate) enum Origin {
 
 /// Capabilities a port declared in its own `initialize`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PortCapabilities {
+pub(crate) struct PortCapabilities {
     /// The port can answer `elicitation/create`.
-    pub elicitation: bool,
+    pub(crate) elicitation: bool,
     /// The port can answer `sampling/createMessage`.
-    pub sampling: bool,
+    pub(crate) sampling: bool,
     /// The port can answer `roots/list`.
-    pub roots: bool,
+    pub(crate) roots: bool,
 }
 
 impl PortCapabilities {
@@ -179,13 +179,6 @@ impl Router {
                 level: None,
             },
         );
-    }
-
-    /// Updates the capabilities a port declared.
-    pub(crate) fn set_capabilities(&mut self, port: PortId, capabilities: PortCapabilities) {
-        if let Some(entry) = self.ports.get_mut(&port) {
-            entry.capabilities = capabilities;
-        }
     }
 
     /// Removes a port: its in-flight requests are cancelled upstream and the server requests

@@ -7,7 +7,8 @@
 //! any number of browser sessions share one upstream session byte for byte, over stdio and
 //! HTTP alike (see docs/architecture.md, "One upstream session").
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -19,7 +20,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, warn};
 
 use crate::link::{Link, LinkEvent};
-use crate::raw::{MessageKind, RawError, RawMessage, raw_json};
+use crate::raw::{MessageKind, RawError, RawMessage, raw_json, raw_string};
 use crate::router::{Delivery, Key, PortCapabilities, PortId, Router};
 
 /// Notifications kept for a port that does not read them fast enough.
@@ -28,6 +29,10 @@ const PORT_BACKLOG: usize = 256;
 const DUPLEX_BYTES: usize = 1024 * 1024;
 /// Non-JSON lines kept for error reports.
 const GARBAGE_KEPT: usize = 3;
+/// Protocol versions a client session may have, oldest first: the Streamable HTTP era up to
+/// the last one with `initialize`. Between them only fields and features were added, which a
+/// client of an older version ignores, so one upstream session serves them all.
+pub const PORT_PROTOCOL_VERSIONS: [&str; 3] = ["2025-03-26", "2025-06-18", "2025-11-25"];
 
 /// Work for the hub.
 #[derive(Debug)]
@@ -37,10 +42,6 @@ enum HubCommand {
         port: PortId,
         capabilities: PortCapabilities,
         notifications: mpsc::Sender<RawMessage>,
-    },
-    SetCapabilities {
-        port: PortId,
-        capabilities: PortCapabilities,
     },
     PortRequest {
         port: PortId,
@@ -75,6 +76,10 @@ struct Hub {
     to_rmcp: mpsc::UnboundedSender<String>,
     ports: HashMap<PortId, mpsc::Sender<RawMessage>>,
     requests: HashMap<Key, mpsc::UnboundedSender<RawMessage>>,
+    /// When each port request runs out, soonest first; kept whether or not anyone still
+    /// waits for the answer, so no request stays pending upstream for ever.
+    deadlines: BinaryHeap<Reverse<(Instant, Key)>>,
+    request_timeout: Duration,
     garbage: Vec<String>,
     closed: watch::Sender<Option<String>>,
 }
@@ -131,9 +136,6 @@ impl Hub {
                 self.router.open_port(port, capabilities);
                 self.ports.insert(port, notifications);
             }
-            HubCommand::SetCapabilities { port, capabilities } => {
-                self.router.set_capabilities(port, capabilities);
-            }
             HubCommand::PortRequest {
                 port,
                 message,
@@ -141,6 +143,10 @@ impl Hub {
                 accepted,
             } => match self.router.port_request(port, message) {
                 Ok((key, deliveries)) => {
+                    self.deadlines.push(Reverse((
+                        Instant::now() + self.request_timeout,
+                        key.clone(),
+                    )));
                     self.requests.insert(key.clone(), stream);
                     let _ = accepted.send(Ok(key));
                     self.deliver(deliveries);
@@ -170,6 +176,31 @@ impl Hub {
             HubCommand::InitializeResult { reply } => {
                 let _ = reply.send(self.router.initialize_result().map(ToOwned::to_owned));
             }
+        }
+    }
+
+    /// Requests whose time is up: the caller (if still there) gets an error, and the server is
+    /// told to stop.
+    fn expire(&mut self, now: Instant) {
+        while let Some(Reverse((due, _))) = self.deadlines.peek()
+            && *due <= now
+        {
+            let Some(Reverse((_, key))) = self.deadlines.pop() else {
+                break;
+            };
+            let Some(stream) = self.requests.remove(&key) else {
+                // Answered or abandoned already.
+                continue;
+            };
+            let reason = format!("timed out after {} s", self.request_timeout.as_secs_f64());
+            let id = self.router.original_id(&key).map(ToOwned::to_owned);
+            let _ = stream.send(RawMessage::error_response(
+                id.as_deref(),
+                -32001,
+                &format!("the app did not answer: the request {reason}"),
+            ));
+            let deliveries = self.router.abandon(&key, &reason);
+            self.deliver(deliveries);
         }
     }
 
@@ -204,7 +235,9 @@ impl Hub {
         mut commands: mpsc::UnboundedReceiver<HubCommand>,
     ) {
         loop {
+            let next_deadline = self.deadlines.peek().map(|Reverse((due, _))| *due);
             tokio::select! {
+                () = sleep_until_some(next_deadline) => self.expire(Instant::now()),
                 event = link_events.recv() => match event {
                     Some(LinkEvent::Message { message, origin }) => {
                         let deliveries = self.router.upstream(message, &origin);
@@ -232,6 +265,14 @@ impl Hub {
                 },
             }
         }
+    }
+}
+
+/// Sleeps until `deadline`, or for ever without one.
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -330,6 +371,8 @@ impl Connection {
             to_rmcp,
             ports: HashMap::new(),
             requests: HashMap::new(),
+            deadlines: BinaryHeap::new(),
+            request_timeout,
             garbage: Vec::new(),
             closed: closed_tx,
         };
@@ -374,11 +417,35 @@ impl Connection {
         self.link.close(grace).await;
     }
 
-    /// Opens a port on this session.
+    /// Opens a port on this session for a client whose `initialize` request is `initialize`,
+    /// and returns it with the answer to give that client.
+    ///
+    /// The answer is the upstream's own `InitializeResult` under the client's id, with the
+    /// protocol version the port will speak: the client's, when it is one of
+    /// [`PORT_PROTOCOL_VERSIONS`] no newer than the upstream's; else the upstream's (which the
+    /// client may accept or refuse, as with any server).
     pub(crate) async fn open_port(
         self: &Arc<Self>,
-        capabilities: PortCapabilities,
-    ) -> Result<Port, PortError> {
+        initialize: &RawMessage,
+    ) -> Result<(Port, RawMessage), PortError> {
+        let Some(id) = initialize.id().map(ToOwned::to_owned) else {
+            return Err(PortError::Invalid(RawError::InvalidEnvelope(
+                "initialize needs an id".to_owned(),
+            )));
+        };
+        let declared = |name: &str| {
+            initialize
+                .get_path(&["params", "capabilities", name])
+                .is_some_and(|v| v.get() != "null")
+        };
+        let capabilities = PortCapabilities {
+            elicitation: declared("elicitation"),
+            sampling: declared("sampling"),
+            roots: declared("roots"),
+        };
+        let requested = initialize
+            .get_path(&["params", "protocolVersion"])
+            .and_then(|v| serde_json::from_str::<String>(v.get()).ok());
         let port = self.next_port.fetch_add(1, Ordering::Relaxed);
         let (notifications, notifications_rx) = mpsc::channel(PORT_BACKLOG);
         self.hub
@@ -392,17 +459,41 @@ impl Connection {
         self.hub
             .send(HubCommand::InitializeResult { reply })
             .map_err(|_| PortError::SessionGone)?;
-        let initialize = result
+        let mut result = result
             .await
             .map_err(|_| PortError::SessionGone)?
             .ok_or(PortError::SessionGone)?;
-        Ok(Port {
+        let upstream = serde_json::from_str::<serde_json::Value>(result.get())
+            .ok()
+            .and_then(|r| r["protocolVersion"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| PORT_PROTOCOL_VERSIONS[PORT_PROTOCOL_VERSIONS.len() - 1].to_owned());
+        let version = negotiate(requested.as_deref(), &upstream);
+        if version != upstream {
+            let mut edited = RawMessage::response(&id, &result);
+            if edited
+                .set_path(&["result", "protocolVersion"], &raw_string(&version))
+                .is_ok()
+                && let Some(member) = edited.member("result")
+            {
+                result = member.to_owned();
+            }
+        }
+        let port = Port {
             id: port,
             hub: self.hub.clone(),
             notifications: std::sync::Mutex::new(Some(notifications_rx)),
-            initialize,
-            request_timeout: self.request_timeout,
-        })
+            protocol_version: version,
+        };
+        Ok((port, RawMessage::response(&id, &result)))
+    }
+}
+
+/// The version a port speaks: the client's when the gateway serves it and the upstream
+/// session is at least that new (versions are dates, so they compare as text).
+fn negotiate(requested: Option<&str>, upstream: &str) -> String {
+    match requested {
+        Some(v) if PORT_PROTOCOL_VERSIONS.contains(&v) && v <= upstream => v.to_owned(),
+        _ => upstream.to_owned(),
     }
 }
 
@@ -444,14 +535,18 @@ pub struct Port {
     id: PortId,
     hub: mpsc::UnboundedSender<HubCommand>,
     notifications: std::sync::Mutex<Option<mpsc::Receiver<RawMessage>>>,
-    initialize: Box<RawValue>,
-    request_timeout: Duration,
+    protocol_version: String,
 }
 
 impl Port {
     /// This port's number within its session (for logs).
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The protocol version agreed with this port's client.
+    pub fn protocol_version(&self) -> &str {
+        &self.protocol_version
     }
 
     /// The session-wide notifications for this port (list changes, `resources/updated`,
@@ -465,10 +560,10 @@ impl Port {
 
     /// Sends one message from the client.
     ///
-    /// `initialize` and `ping` are answered by the gateway (the upstream session already did
-    /// its handshake; the answer is the upstream's own `InitializeResult`). Every other request
-    /// goes upstream, bounded by the app's request timeout: when it runs out the request is
-    /// cancelled upstream and the stream ends with an error response.
+    /// `ping` is answered by the gateway, and a second `initialize` is refused (the port was
+    /// opened with the first). Every other request goes upstream, bounded by the app's request
+    /// timeout whether or not anyone still waits for it: when it runs out the request is
+    /// cancelled upstream and its stream ends with an error response.
     ///
     /// # Errors
     /// [`PortError::SessionGone`] when the upstream session has ended, and
@@ -514,25 +609,10 @@ impl Port {
             .unwrap_or_else(|| raw_json("null".to_owned()));
         match message.method().as_deref() {
             Some("initialize") => {
-                let capabilities = |name: &str| {
-                    message
-                        .get_path(&["params", "capabilities", name])
-                        .is_some_and(|v| v.get() != "null")
-                };
-                let capabilities = PortCapabilities {
-                    elicitation: capabilities("elicitation"),
-                    sampling: capabilities("sampling"),
-                    roots: capabilities("roots"),
-                };
-                self.hub
-                    .send(HubCommand::SetCapabilities {
-                        port: self.id,
-                        capabilities,
-                    })
-                    .map_err(|_| PortError::SessionGone)?;
-                return Ok(PortReply::Response(RawMessage::response(
-                    &id,
-                    &self.initialize,
+                return Ok(PortReply::Response(RawMessage::error_response(
+                    Some(&id),
+                    -32600,
+                    "this session is already initialized",
                 )));
             }
             Some("ping") => {
@@ -557,9 +637,6 @@ impl Port {
             Ok(key) => Ok(PortReply::Stream(ResponseStream {
                 rx: stream_rx,
                 key,
-                id,
-                deadline: Instant::now() + self.request_timeout,
-                timeout: self.request_timeout,
                 hub: self.hub.clone(),
                 done: false,
             })),
@@ -579,13 +656,13 @@ impl Drop for Port {
 
 /// What comes back for one request: zero or more notifications and server requests, then
 /// its response.
+///
+/// Dropping it before the response (the client went away) cancels the request upstream at
+/// once.
 #[derive(Debug)]
 pub struct ResponseStream {
     rx: mpsc::UnboundedReceiver<RawMessage>,
     key: Key,
-    id: Box<RawValue>,
-    deadline: Instant,
-    timeout: Duration,
     hub: mpsc::UnboundedSender<HubCommand>,
     done: bool,
 }
@@ -598,30 +675,28 @@ impl ResponseStream {
         if self.done {
             return None;
         }
-        match tokio::time::timeout_at(self.deadline, self.rx.recv()).await {
-            Ok(Some(message)) => {
+        match self.rx.recv().await {
+            Some(message) => {
                 if message.is_response() {
                     self.done = true;
                 }
                 Some(message)
             }
-            Ok(None) => {
+            None => {
                 self.done = true;
                 None
             }
-            Err(_) => {
-                self.done = true;
-                let reason = format!("timed out after {} s", self.timeout.as_secs_f64());
-                let _ = self.hub.send(HubCommand::Abandon {
-                    key: self.key.clone(),
-                    reason: reason.clone(),
-                });
-                Some(RawMessage::error_response(
-                    Some(&self.id),
-                    -32001,
-                    &format!("the app did not answer: the request {reason}"),
-                ))
-            }
+        }
+    }
+}
+
+impl Drop for ResponseStream {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.hub.send(HubCommand::Abandon {
+                key: self.key.clone(),
+                reason: "the client went away".to_owned(),
+            });
         }
     }
 }

@@ -20,6 +20,7 @@
 //! resumes the stream with a GET carrying `Last-Event-ID`; what arrives there still belongs
 //! to the original request.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -47,6 +48,8 @@ const DEFAULT_RETRY: Duration = Duration::from_millis(500);
 const MAX_RESUMES: u32 = 5;
 /// How long a barrier waits for an earlier request's body to be handed over.
 const SEND_WAIT: Duration = Duration::from_millis(500);
+/// How long a cancellation waits for the server to begin answering the request it cancels.
+const CANCEL_WAIT: Duration = Duration::from_secs(2);
 /// How long a barrier (a notification or response) may take to be acknowledged before later
 /// messages go anyway; the barrier's own exchange carries on.
 const BARRIER_WAIT: Duration = Duration::from_secs(10);
@@ -78,7 +81,7 @@ struct Inner {
     spec: HttpSpec,
     session: Mutex<Session>,
     /// Streams that ended early and may be resumed, by request.
-    positions: Mutex<std::collections::HashMap<Key, StreamPosition>>,
+    positions: Mutex<HashMap<Key, StreamPosition>>,
     events: LinkEvents,
     get_started: AtomicBool,
     closed: AtomicBool,
@@ -116,27 +119,55 @@ pub(crate) fn connect(spec: HttpSpec, events: LinkEvents) -> Result<HttpLink, re
 
 /// Sends messages in order (see the module documentation): requests concurrently once
 /// handed over, barriers one at a time.
-async fn dispatch(inner: Arc<Inner>, mut queue: mpsc::UnboundedReceiver<(RawMessage, Option<Key>)>) {
+async fn dispatch(
+    inner: Arc<Inner>,
+    mut queue: mpsc::UnboundedReceiver<(RawMessage, Option<Key>)>,
+) {
     let mut handed_over: Vec<oneshot::Receiver<()>> = Vec::new();
+    // Requests whose answer has not begun (no response head yet), by key.
+    let mut unanswered: HashMap<Key, oneshot::Receiver<()>> = HashMap::new();
     while let Some((message, request)) = queue.recv().await {
-        let barrier = request.is_none() || message.method().as_deref() == Some("initialize");
-        if !barrier {
+        let method = message.method();
+        let barrier = request.is_none() || method.as_deref() == Some("initialize");
+        if let Some(key) = request.clone().filter(|_| !barrier) {
             let (sent, sent_rx) = oneshot::channel();
-            // Drop the ones already handed over, so the list stays short.
+            let (responding, responding_rx) = oneshot::channel();
+            // Forget the ones already handed over and answered, so the tables stay short.
             handed_over.retain(|rx| rx.is_empty() && !rx.is_terminated());
             handed_over.push(sent_rx);
+            unanswered.retain(|_, rx| rx.is_empty() && !rx.is_terminated());
+            unanswered.insert(key, responding_rx);
             let inner = inner.clone();
             let span = inner.span.clone();
-            tokio::spawn(async move { inner.post(message, request, Some(sent)).await }.instrument(span));
+            tokio::spawn(
+                async move {
+                    inner
+                        .post(message, request, Some(sent), Some(responding))
+                        .await
+                }
+                .instrument(span),
+            );
             continue;
         }
         for rx in handed_over.drain(..) {
             let _ = tokio::time::timeout(SEND_WAIT, rx).await;
         }
+        // Two POSTs travel on two connections, so a cancellation could reach the server
+        // before the request it cancels; wait until the server has begun answering it.
+        if method.as_deref() == Some("notifications/cancelled")
+            && let Some(key) = message
+                .get_path(&["params", "requestId"])
+                .map(|id| id.get().trim().to_owned())
+            && let Some(rx) = unanswered.remove(&key)
+        {
+            let _ = tokio::time::timeout(CANCEL_WAIT, rx).await;
+        }
         let exchange = {
             let inner = inner.clone();
             let span = inner.span.clone();
-            tokio::spawn(async move { inner.post(message, request, None).await }.instrument(span))
+            tokio::spawn(
+                async move { inner.post(message, request, None, None).await }.instrument(span),
+            )
         };
         if tokio::time::timeout(BARRIER_WAIT, exchange).await.is_err() {
             debug!("a notification was not acknowledged within {BARRIER_WAIT:?}; sending on");
@@ -168,7 +199,10 @@ impl http_body::Body for HandedOver {
         mut self: std::pin::Pin<&mut Self>,
         _cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        let frame = self.data.take().map(|data| Ok(http_body::Frame::data(data)));
+        let frame = self
+            .data
+            .take()
+            .map(|data| Ok(http_body::Frame::data(data)));
         self.signal();
         std::task::Poll::Ready(frame)
     }
@@ -274,6 +308,7 @@ impl Inner {
         message: RawMessage,
         request: Option<Key>,
         sent: Option<oneshot::Sender<()>>,
+        responding: Option<oneshot::Sender<()>>,
     ) {
         if self.closed.load(Ordering::SeqCst) {
             self.fail_request(&request, "the connection to the app is closed");
@@ -302,6 +337,8 @@ impl Inner {
             .body(body)
             .send()
             .await;
+        // The server has begun answering (or failed to): a cancellation may follow now.
+        drop(responding);
         let response = match sent {
             Ok(response) => response,
             Err(err) => {
@@ -541,7 +578,10 @@ impl Inner {
             match sent {
                 Ok(response) if response.status().is_success() => {
                     debug!(request = %key, "resuming a response stream");
-                    if self.read_events(response, request, false, &mut position).await {
+                    if self
+                        .read_events(response, request, false, &mut position)
+                        .await
+                    {
                         return true;
                     }
                 }
@@ -549,7 +589,9 @@ impl Inner {
                     debug!(request = %key, status = %response.status(), "the app refused to resume a response stream");
                     return false;
                 }
-                Err(err) => debug!(request = %key, "resuming a response stream failed: {}", describe_error(&err)),
+                Err(err) => {
+                    debug!(request = %key, "resuming a response stream failed: {}", describe_error(&err))
+                }
             }
         }
         false

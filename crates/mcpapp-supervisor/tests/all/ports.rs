@@ -4,9 +4,7 @@
 use std::time::Duration;
 
 use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::{
-    AppHandle, Port, PortCapabilities, PortError, PortReply, RawMessage, Supervisor,
-};
+use mcpapp_supervisor::{AppHandle, Port, PortError, PortReply, RawMessage, Supervisor};
 use mcpapp_testkit::{AppsDir, Over, bin};
 use serde_json::{Value, json};
 
@@ -35,23 +33,22 @@ fn json_of(message: &RawMessage) -> Value {
     serde_json::from_str(message.as_str()).unwrap()
 }
 
+/// An `initialize` request as a browser client sends it.
+fn initialize(version: &str, elicitation: bool) -> RawMessage {
+    msg(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": version,
+        "capabilities": if elicitation { json!({"elicitation": {}}) } else { json!({}) },
+        "clientInfo": {"name": "browser", "version": "1"}}}),
+    )
+}
+
 async fn open(app: &AppHandle, elicitation: bool) -> Port {
-    let port = app
-        .open_port(PortCapabilities {
-            elicitation,
-            ..PortCapabilities::default()
-        })
+    let (port, init) = app
+        .open_port(&initialize("2025-11-25", elicitation))
         .await
         .unwrap();
-    let init = exchange(
-        &port,
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": if elicitation { json!({"elicitation": {}}) } else { json!({}) },
-            "clientInfo": {"name": "browser", "version": "1"}}}),
-    )
-    .await;
-    let init = json_of(&init[0]);
+    let init = json_of(&init);
     assert_eq!(init["id"], 0);
     assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
     assert!(
@@ -363,6 +360,110 @@ async fn port_requests_time_out_and_are_cancelled_upstream() {
         .unwrap();
     assert_eq!(seen.structured_content.unwrap()["count"], 1);
     drop(port);
+    supervisor.shutdown().await;
+}
+
+/// The fixture's count of cancelled calls, once it is at least 1 (asked in rounds shorter
+/// than the app's request timeout, within the test's patience).
+async fn cancellations(app: &AppHandle) -> u64 {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let seen = app
+            .call_tool(
+                "cancellations",
+                Some(json!({ "waitMs": 500 }).as_object().unwrap().clone()),
+                None,
+            )
+            .await
+            .unwrap();
+        let count = seen.structured_content.unwrap()["count"].as_u64().unwrap();
+        if count > 0 || tokio::time::Instant::now() > deadline {
+            return count;
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_unread_request_still_times_out_and_is_cancelled_upstream() {
+    let apps = AppsDir::new();
+    apps.stdio_app(
+        "slowpoke",
+        &bin("fixture-app"),
+        &["stdio"],
+        r#"{"requestTimeoutSeconds": 1}"#,
+    );
+    let (supervisor, app) = running(&apps, "slowpoke").await;
+    let port = open(&app, false).await;
+    let reply = port
+        .send(msg(json!({"jsonrpc": "2.0", "id": "h", "method": "tools/call", "params": {"name": "hang"}})))
+        .await
+        .unwrap();
+    let PortReply::Stream(mut stream) = reply else {
+        panic!("expected a stream")
+    };
+    // Nobody reads the stream, yet the request timeout holds: the app hears the
+    // cancellation (the fixture answers as soon as it has counted one).
+    assert_eq!(cancellations(&app).await, 1);
+    let error = json_of(&stream.next().await.unwrap());
+    assert_eq!(error["id"], "h");
+    assert_eq!(error["error"]["code"], -32001);
+    assert!(stream.next().await.is_none());
+    drop(port);
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_request_whose_caller_goes_away_is_cancelled_upstream_at_once() {
+    for over in Over::BOTH {
+        let apps = AppsDir::new();
+        let _server = apps.test_app("abandoned", "fixture-app", over);
+        let (supervisor, app) = running(&apps, "abandoned").await;
+        let port = open(&app, false).await;
+        let reply = port
+            .send(msg(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "hang"}})))
+            .await
+            .unwrap();
+        let PortReply::Stream(stream) = reply else {
+            panic!("expected a stream")
+        };
+        // The caller leaves without an answer (its HTTP client went away).
+        drop(stream);
+        assert_eq!(cancellations(&app).await, 1, "{over:?}");
+        drop(port);
+        supervisor.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_client_gets_the_protocol_version_it_asked_for_when_the_session_can_serve_it() {
+    let apps = AppsDir::new();
+    apps.stdio_app("versions", &bin("fixture-app"), &["stdio"], "{}");
+    let (supervisor, app) = running(&apps, "versions").await;
+    for (asked, agreed) in [
+        ("2025-03-26", "2025-03-26"),
+        ("2025-06-18", "2025-06-18"),
+        ("2025-11-25", "2025-11-25"),
+        // Older than Streamable HTTP, or unknown: the server's own version, as a server
+        // would answer.
+        ("2024-11-05", "2025-11-25"),
+        ("2099-01-01", "2025-11-25"),
+    ] {
+        let (port, answer) = app.open_port(&initialize(asked, false)).await.unwrap();
+        let answer = json_of(&answer);
+        assert_eq!(answer["result"]["protocolVersion"], agreed, "asked {asked}");
+        assert_eq!(port.protocol_version(), agreed);
+        // The rest of the upstream's answer is untouched.
+        assert!(
+            answer["result"]["serverInfo"]["name"].is_string(),
+            "{answer}"
+        );
+        let again = exchange(
+            &port,
+            json!({"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": {}}),
+        )
+        .await;
+        assert_eq!(json_of(&again[0])["error"]["code"], -32600);
+    }
     supervisor.shutdown().await;
 }
 
