@@ -52,17 +52,18 @@ mod chat;
 mod config;
 mod csp;
 mod error;
+mod intake;
 mod proxy;
 mod security;
 mod serve;
 mod state;
+mod streamable;
 mod views;
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::{get, post};
-use tower_http::limit::RequestBodyLimitLayer;
 
 pub use config::{
     ConnectionLimits, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT,
@@ -120,7 +121,13 @@ impl Host {
             )
             .with_state(self.state.clone())
             .nest_service("/mcp", aggregate::service(registry, config.max_body_bytes))
-            .layer(RequestBodyLimitLayer::new(config.max_body_bytes))
+            // Every route reads its body through intake: one limit, answered in the route's
+            // own language; axum's own (smaller) default limit then has nothing to add.
+            .layer(axum::extract::DefaultBodyLimit::disable())
+            .layer(axum::middleware::from_fn_with_state(
+                config.clone(),
+                intake::read_body,
+            ))
             .layer(axum::middleware::from_fn_with_state(
                 config.clone(),
                 security::authenticate,

@@ -376,11 +376,11 @@ pub(crate) fn cors(access: &Access) -> CorsLayer {
             header::CONTENT_TYPE,
             header::AUTHORIZATION,
             header::ACCEPT,
-            header::HeaderName::from_static("mcp-protocol-version"),
-            header::HeaderName::from_static("mcp-session-id"),
-            header::HeaderName::from_static("last-event-id"),
+            crate::streamable::PROTOCOL_HEADER,
+            crate::streamable::SESSION_HEADER,
+            crate::streamable::LAST_EVENT_ID_HEADER,
         ])
-        .expose_headers([header::HeaderName::from_static("mcp-session-id")])
+        .expose_headers([crate::streamable::SESSION_HEADER])
         .max_age(std::time::Duration::from_secs(3600))
 }
 

@@ -80,6 +80,8 @@ struct Hub {
     /// waits for the answer, so no request stays pending upstream for ever.
     deadlines: BinaryHeap<Reverse<(Instant, Key)>>,
     request_timeout: Duration,
+    /// Ports already warned about for not reading their notifications.
+    lagging: std::collections::HashSet<PortId>,
     garbage: Vec<String>,
     closed: watch::Sender<Option<String>>,
 }
@@ -111,10 +113,15 @@ impl Hub {
                     if let Some(stream) = self.ports.get(&port)
                         && stream.try_send(message).is_err()
                     {
-                        warn!(
-                            port,
-                            "a browser session is not reading its notifications; one was dropped"
-                        );
+                        // Sessions that never open their event stream are common; say it once.
+                        if self.lagging.insert(port) {
+                            warn!(
+                                port,
+                                "a browser session is not reading its notifications (its backlog of {PORT_BACKLOG} is full); newer ones are dropped"
+                            );
+                        } else {
+                            debug!(port, "dropped a notification for a browser session that is not reading");
+                        }
                     }
                 }
                 Delivery::Drop { reason } => debug!("dropped a message: {reason}"),
@@ -170,6 +177,7 @@ impl Hub {
             }
             HubCommand::ClosePort { port, reason } => {
                 self.ports.remove(&port);
+                self.lagging.remove(&port);
                 let deliveries = self.router.close_port(port, &reason);
                 self.deliver(deliveries);
             }
@@ -373,6 +381,7 @@ impl Connection {
             requests: HashMap::new(),
             deadlines: BinaryHeap::new(),
             request_timeout,
+            lagging: std::collections::HashSet::new(),
             garbage: Vec::new(),
             closed: closed_tx,
         };
