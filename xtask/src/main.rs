@@ -4,9 +4,9 @@
 //! Tasks:
 //! - `codegen [--check]`: regenerates the committed JSON Schemas under `docs/schema/`; with
 //!   `--check`, fails when they are stale instead.
-//! - `ci`: the steps of `.ci/run` (format check, clippy, tests, the demo's smoke run,
-//!   Chromium installed when missing and running as root, the browser tests), in the same
-//!   order.
+//! - `ci`: the steps of `.ci/run` (format check, clippy, tests, the demo's smoke run, the
+//!   conformance run, Chromium installed when missing and running as root, the browser
+//!   tests), in the same order.
 //! - `demo [--smoke]`: builds and starts the test apps and the gateway and tours it; with
 //!   `--smoke`, checks the tour and exits (CI runs this).
 //! - `e2e [--update-docs-screenshot]`: the host page in headless Chromium through WebDriver
@@ -39,7 +39,8 @@ usage: cargo xtask <task>
 
 tasks:
   codegen [--check]   regenerate docs/schema/*.json (or check they are current)
-  ci                  run the steps of .ci/run: fmt check, clippy, tests, demo smoke, e2e
+  ci                  run the steps of .ci/run: fmt check, clippy, tests, demo smoke,
+                      conformance, e2e
   bench [ARGS]        run the criterion benchmarks (ARGS go to the bench binaries)
   demo [--smoke]      build and start the test apps and the gateway, then tour it
   e2e [--update-docs-screenshot]
@@ -100,6 +101,7 @@ fn ci(root: &Path, args: &[String]) -> anyhow::Result<()> {
         ],
         &["test", "--workspace"],
         &["xtask", "demo", "--smoke"],
+        &["xtask", "conformance"],
     ];
     for step in steps {
         util::cargo(root, step)?;
