@@ -120,7 +120,10 @@ impl Hub {
                                 "a browser session is not reading its notifications (its backlog of {PORT_BACKLOG} is full); newer ones are dropped"
                             );
                         } else {
-                            debug!(port, "dropped a notification for a browser session that is not reading");
+                            debug!(
+                                port,
+                                "dropped a notification for a browser session that is not reading"
+                            );
                         }
                     }
                 }
