@@ -55,6 +55,7 @@ mod policy;
 mod raw;
 mod router;
 mod session;
+mod shield;
 mod supervisor;
 
 pub use app::AppSnapshot;
@@ -69,6 +70,7 @@ pub use keeper::{KEEPER_ARG, KEEPER_ENV, Keeper, run_keeper_if_requested};
 pub use policy::SupervisionPolicy;
 pub use raw::{MessageKind, RawError, RawMessage, raw_string};
 pub use session::{PORT_PROTOCOL_VERSIONS, Port, PortError, PortReply, ResponseStream};
+pub use shield::shield_process;
 pub use supervisor::{ReloadSummary, Supervisor, SupervisorBuilder};
 
 /// The rmcp model types used in this crate's API, re-exported so users need not depend on

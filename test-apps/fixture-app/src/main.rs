@@ -66,6 +66,8 @@
 //! - `echo_meta`: `{"meta": <the whole request _meta or null>}`.
 //! - `get_env {name}`: `{"name", "value"}` (`value` null when unset). `list_env`: `{"names"}`,
 //!   the sorted names of every environment variable. `get_cwd`: `{"cwd"}`.
+//! - `read_file {path}`: `{"path", "text"}` with the file's content, or a tool error saying why
+//!   it cannot be read.
 //! - `client_info`: `{"clientInfo", "capabilities", "protocolVersion"}` as this connection's
 //!   `initialize` sent them, plus `negotiatedProtocolVersion`.
 //! - `app_only_tool` (`_meta.ui.visibility: ["app"]`), `model_only_tool` (`["model"]`),

@@ -152,6 +152,13 @@ pub(crate) struct EnvArgs {
     name: String,
 }
 
+/// Arguments of `read_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct PathArgs {
+    /// The file to read.
+    path: String,
+}
+
 /// The form `elicit` asks the client to fill.
 #[derive(Debug, JsonSchema)]
 #[expect(dead_code, reason = "only the JSON Schema of the form is used")]
@@ -485,6 +492,19 @@ impl FixtureServer {
             .collect();
         names.sort();
         text_and_structured(names.join(" "), json!({"names": names}))
+    }
+
+    /// Return structuredContent {"path", "text"} with the file's content (lossy UTF-8), or a
+    /// tool error naming why it cannot be read.
+    #[tool]
+    fn read_file(&self, Parameters(args): Parameters<PathArgs>) -> Result<CallToolResult, String> {
+        let bytes =
+            std::fs::read(&args.path).map_err(|e| format!("cannot read {}: {e}", args.path))?;
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        Ok(text_and_structured(
+            text.clone(),
+            json!({"path": args.path, "text": text}),
+        ))
     }
 
     /// Return structuredContent {"cwd"}: the process's working directory.

@@ -71,6 +71,13 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             warn!("{diagnostic}");
         }
     }
+    // Apps run as this user: keep this process's environment (the token, the model key) and
+    // memory out of their reach through /proc.
+    if let Err(err) = mcpapp_supervisor::shield_process() {
+        warn!(
+            "cannot hide the gateway's process from its apps ({err}); apps of the same user could read its environment through /proc"
+        );
+    }
     let mut supervisor = Supervisor::builder().config(loaded.discovery.config());
     match Keeper::start() {
         Ok(keeper) => supervisor = supervisor.keeper(keeper),

@@ -179,9 +179,44 @@ impl Drop for Served {
 
 /// Starts `serve --config appsettings.json` in `tree` with `env` added to a clean environment.
 fn serve(tree: &Tree, env: &[(&str, &str)]) -> Served {
+    serve_as(tree, env, false)
+}
+
+/// Whether the tests run as root (as CI does).
+fn is_root() -> bool {
+    std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+}
+
+/// Like [`serve`]; with `unprivileged` and when running as root, the gateway (and so its
+/// apps) runs as `nobody`, as a gateway should, so that root's powers do not hide a leak.
+fn serve_as(tree: &Tree, env: &[(&str, &str)], unprivileged: bool) -> Served {
+    let unprivileged = unprivileged && is_root();
+    if unprivileged {
+        // nobody must be able to read the configuration and the apps' folders.
+        #[allow(clippy::disallowed_methods)]
+        let status = Command::new("chmod")
+            .args(["-R", "a+rX"])
+            .arg(tree.root())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
     // Tests start the binary under test; that is their job.
     #[allow(clippy::disallowed_methods)]
-    let mut child = Command::new(GATEWAY)
+    let mut command = if unprivileged {
+        let mut command = Command::new("setpriv");
+        command.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            GATEWAY,
+        ]);
+        command
+    } else {
+        Command::new(GATEWAY)
+    };
+    let mut child = command
         .args([
             "serve",
             "--config",
@@ -430,4 +465,51 @@ fn serve_refuses_a_zero_connection_limit_naming_the_key_and_position() {
     assert!(stderr.contains("appsettings.json:4:23"), "{stderr}");
     assert!(stderr.contains("Gateway.MaxConnections"), "{stderr}");
     assert!(stderr.contains("nonzero"), "{stderr}");
+}
+
+#[test]
+fn an_app_cannot_read_the_gateways_environment_through_proc() {
+    let tree = Tree::new();
+    let fixture = bin("fixture-app");
+    tree.write(
+        "apps/snoop/openclaw.mcpapp.json",
+        &json!({"id": "snoop", "command": fixture, "arguments": ["stdio"]}).to_string(),
+    );
+    tree.write(
+        "appsettings.json",
+        r#"{"McpApps": {"Enabled": true, "DiscoveryPaths": ["apps"], "Supervision": {"HealthCheckIntervalMs": 0}}}"#,
+    );
+    let token = "gateway-token-value";
+    let served = serve_as(&tree, &[("MCPAPP_TOKEN", token), ("HOME", "/tmp")], true);
+    wait_running(&served, Some(token), 1);
+    let gateway = served.child.id();
+    // The app runs as the gateway's user, and its parent is the gateway.
+    let endpoint = format!("{}/apps/mcp/snoop", served.url);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let (headers, _) = post(&endpoint, Some(token), None, &init.to_string());
+    let session = headers
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap();
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "read_file", "arguments": {"path": format!("/proc/{gateway}/environ")}}});
+    let (_, body) = post(&endpoint, Some(token), Some(&session), &call.to_string());
+    assert!(
+        !body.contains(token),
+        "the app read the gateway's token: {body}"
+    );
+    let reply: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    assert!(
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("ermission denied"),
+        "{reply}"
+    );
 }

@@ -55,6 +55,7 @@ async fn lists_tools_with_their_metadata_and_the_view(kind: Kind) {
         "echo_meta",
         "get_env",
         "list_env",
+        "read_file",
         "get_cwd",
         "client_info",
         "app_only_tool",
