@@ -38,6 +38,9 @@ const MAX_INSPECTED_BODY: usize = 16 * 1024 * 1024;
 /// How long the process lives on after the crashing response has been handed to the server,
 /// so the response bytes reach the socket before the exit.
 const CRASH_GRACE: Duration = Duration::from_millis(100);
+/// How long `--strict-lifecycle` takes to process `notifications/initialized` before it
+/// answers it and counts the session as initialized.
+const STRICT_SETUP: Duration = Duration::from_millis(100);
 const SESSION_HEADER: &str = "mcp-session-id";
 const LAST_EVENT_HEADER: &str = "last-event-id";
 
@@ -153,19 +156,18 @@ async fn get(g: &Guard, request: Request, next: Next) -> Response {
     }
 }
 
+fn initialized_sessions(g: &Guard) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    // A set insert cannot be seen half-done, so a poisoned lock is still consistent.
+    g.initialized.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// `--strict-lifecycle`: the refusal of a request that came before its session's
-/// `notifications/initialized`, or `None` if it may go on.
+/// `notifications/initialized` was processed, or `None` if it may go on.
 fn strict_refusal(g: &Guard, session: Option<&str>, message: &Value) -> Option<Response> {
     let method = message.get("method").and_then(Value::as_str)?;
-    let initialized = || g.initialized.lock().unwrap_or_else(|e| e.into_inner());
-    if method == "notifications/initialized" {
-        if let Some(session) = session {
-            initialized().insert(session.to_owned());
-        }
-        return None;
-    }
     let id = message.get("id")?;
-    if matches!(method, "initialize" | "ping") || session.is_some_and(|s| initialized().contains(s))
+    if matches!(method, "initialize" | "ping")
+        || session.is_some_and(|s| initialized_sessions(g).contains(s))
     {
         return None;
     }
@@ -206,9 +208,24 @@ async fn post(g: &Guard, request: Request, next: Next) -> Response {
         && g.options
             .crash_after_calls
             .is_some_and(|limit| g.calls_seen.fetch_add(1, Ordering::SeqCst) + 1 == limit);
+    let strict_initialized =
+        g.options.strict_lifecycle && method == Some("notifications/initialized");
+    if strict_initialized {
+        // Setting the session up takes a while, as with a server that does its setup here;
+        // a client that does not wait for the answer sends its next requests meanwhile.
+        tokio::time::sleep(STRICT_SETUP).await;
+    }
     let response = next
         .run(Request::from_parts(parts, Body::from(bytes)))
         .await;
+    // Like a server whose handler of the notification sets the session's state, the session
+    // counts as initialized once the notification has been processed, not when it arrives.
+    if strict_initialized
+        && response.status().is_success()
+        && let Some(session) = &session
+    {
+        initialized_sessions(g).insert(session.clone());
+    }
     let (parts, body) = response.into_parts();
     let sse = is_event_stream(&parts.headers);
     if method == Some("tools/list") && !sse {

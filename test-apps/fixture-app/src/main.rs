@@ -62,9 +62,12 @@
 //!   answer every GET with status `CODE` (a client or server error, e.g. 404 or 405). Conflicts
 //!   with the other three, which need sessions.
 //! - `--strict-lifecycle`: a request other than `initialize` and `ping` that arrives before its
-//!   session's `notifications/initialized` is answered with HTTP 400 and a JSON-RPC error
-//!   (`-32600`, `METHOD received before notifications/initialized`), as strict servers do;
-//!   sessions are told apart by `Mcp-Session-Id`.
+//!   session's `notifications/initialized` has been processed is answered with HTTP 400 and a
+//!   JSON-RPC error (`-32600`, `METHOD received before notifications/initialized`), as strict
+//!   servers do; sessions are told apart by `Mcp-Session-Id`. Processing the notification
+//!   takes 100 ms (a server setting the session up): it is answered (202), and the session
+//!   counts as initialized, only then, so a client that sends on without waiting for that
+//!   answer is caught.
 //!
 //! `http_counters` reports what these flags did.
 //!
