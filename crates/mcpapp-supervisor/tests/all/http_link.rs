@@ -73,7 +73,10 @@ async fn an_elicitation_on_the_get_stream_reaches_the_one_busy_port_that_declare
     let response = next(&mut a_call).await;
     assert_eq!(response["id"], "a-asks");
     let text = response["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(text.starts_with("accepted:") && text.contains("Ada"), "{response}");
+    assert!(
+        text.starts_with("accepted:") && text.contains("Ada"),
+        "{response}"
+    );
     // The request really came on the GET stream, and B was handed nothing.
     assert_eq!(counters(&app).await["requestsMovedToGet"], 1);
     assert!(
@@ -87,8 +90,7 @@ async fn an_elicitation_on_the_get_stream_reaches_the_one_busy_port_that_declare
 }
 
 #[tokio::test]
-async fn an_elicitation_on_the_get_stream_with_two_capable_busy_ports_is_refused_with_the_reason()
-{
+async fn an_elicitation_on_the_get_stream_with_two_capable_busy_ports_is_refused_with_the_reason() {
     let server = HttpApp::start("fixture-app", &["--server-requests-on-get"]);
     let apps = AppsDir::new();
     apps.http_app("asker", &server.url, "{}");
@@ -252,7 +254,10 @@ async fn a_json_rpc_error_in_an_http_400_reaches_the_caller_as_that_error() {
     assert_eq!(replies.len(), 1, "{replies:?}");
     let error = json_of(&replies[0]);
     assert_eq!(error["id"], "bad", "{error}");
-    assert_eq!(error["error"]["code"], -32020, "the server's own error: {error}");
+    assert_eq!(
+        error["error"]["code"], -32020,
+        "the server's own error: {error}"
+    );
     let message = error["error"]["message"].as_str().unwrap();
     assert!(message.contains("does not match"), "{message}");
     // The session is unharmed.
