@@ -1,36 +1,48 @@
 //! Serving over Streamable HTTP, with a middleware in front of `/mcp` for the behaviours that
 //! live at the HTTP level: `--require-header`, `--crash-after-calls`, `--never-initialize`, the
-//! `freeze` tool and the `tools/list` vendor fields.
+//! `freeze` tool, the `tools/list` vendor fields, `--strict-lifecycle`,
+//! `--stateless-get-status`, `--server-requests-on-get` (`reroute.rs`) and
+//! `--resumable-after-ms` (`resume.rs`). Event streams are rewritten one whole event at a time
+//! (`sse.rs`).
 
+use std::collections::HashSet;
 use std::io::Write as _;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
-use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
+use axum::http::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt as _;
+use futures::{StreamExt as _, TryStreamExt as _};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 use tracing::Instrument as _;
 
-use crate::server::{FixtureServer, Shared};
+use crate::reroute::Reroute;
+use crate::resume::{self, Resumable};
+use crate::server::{FixtureServer, HttpCounters, Shared};
+use crate::sse::{self, EventStream};
 use crate::stdio::CRASH_STATUS;
-use crate::vendor::{add_vendor_fields, rewrite_sse_line};
+use crate::vendor::{add_vendor_fields, rewrite_event};
 
 /// Largest request body the crash counter reads to find the method.
 const MAX_INSPECTED_BODY: usize = 16 * 1024 * 1024;
 /// How long the process lives on after the crashing response has been handed to the server,
 /// so the response bytes reach the socket before the exit.
 const CRASH_GRACE: Duration = Duration::from_millis(100);
+/// How long `--strict-lifecycle` takes to process `notifications/initialized` before it
+/// answers it and counts the session as initialized.
+const STRICT_SETUP: Duration = Duration::from_millis(100);
+const SESSION_HEADER: &str = "mcp-session-id";
+const LAST_EVENT_HEADER: &str = "last-event-id";
 
 /// HTTP-level options.
 #[derive(Debug, Clone)]
@@ -39,6 +51,10 @@ pub(crate) struct HttpOptions {
     pub(crate) require_header: Option<(HeaderName, HeaderValue)>,
     pub(crate) crash_after_calls: Option<u64>,
     pub(crate) never_initialize: bool,
+    pub(crate) server_requests_on_get: bool,
+    pub(crate) resumable_after: Option<Duration>,
+    pub(crate) stateless_get_status: Option<StatusCode>,
+    pub(crate) strict_lifecycle: bool,
 }
 
 #[derive(Debug)]
@@ -46,6 +62,10 @@ struct Guard {
     shared: Arc<Shared>,
     options: HttpOptions,
     calls_seen: AtomicU64,
+    reroute: Option<Arc<Reroute>>,
+    resumable: Option<Arc<Resumable>>,
+    /// Sessions that have sent `notifications/initialized` (`--strict-lifecycle`).
+    initialized: Mutex<HashSet<String>>,
 }
 
 async fn guard(State(g): State<Arc<Guard>>, request: Request, next: Next) -> Response {
@@ -70,9 +90,105 @@ async fn guard(State(g): State<Arc<Guard>>, request: Request, next: Next) -> Res
     if g.shared.frozen.is_cancelled() {
         return std::future::pending().await;
     }
-    if request.method() != Method::POST {
-        return next.run(request).await;
+    match *request.method() {
+        Method::POST => post(&g, request, next).await,
+        Method::GET => get(&g, request, next).await,
+        _ => next.run(request).await,
     }
+}
+
+fn session_of(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+async fn get(g: &Guard, request: Request, next: Next) -> Response {
+    if let Some(status) = g.options.stateless_get_status {
+        HttpCounters::count(&g.shared.http.gets_refused);
+        return (
+            status,
+            "this server offers no standalone event stream (--stateless-get-status)",
+        )
+            .into_response();
+    }
+    let session = session_of(request.headers());
+    let last_event = request
+        .headers()
+        .get(LAST_EVENT_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let (Some(resumable), Some(session), Some(last)) = (&g.resumable, &session, &last_event)
+        && let Some(events) = resumable.resume(session, last)
+    {
+        return Response::builder()
+            .status(StatusCode::OK)
+            .header(CONTENT_TYPE, "text/event-stream")
+            .header(CACHE_CONTROL, "no-cache")
+            .body(Body::from_stream(events))
+            .unwrap_or_else(|e| {
+                (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response()
+            });
+    }
+    let response = next.run(request).await;
+    // Moved requests go on the standalone stream: a GET without `Last-Event-ID`, or one that
+    // resumes the standalone stream (its ids name no request stream).
+    let standalone = last_event.as_deref().is_none_or(|id| !id.contains('/'));
+    match (&g.reroute, session) {
+        (Some(reroute), Some(session))
+            if standalone
+                && response.status().is_success()
+                && is_event_stream(response.headers()) =>
+        {
+            let (parts, body) = response.into_parts();
+            let events = reroute.merge(session, sse::events(body));
+            Response::from_parts(parts, Body::from_stream(events))
+        }
+        _ => response,
+    }
+}
+
+fn initialized_sessions(g: &Guard) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    // A set insert cannot be seen half-done, so a poisoned lock is still consistent.
+    g.initialized.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `--strict-lifecycle`: the refusal of a request that came before its session's
+/// `notifications/initialized` was processed, or `None` if it may go on.
+fn strict_refusal(g: &Guard, session: Option<&str>, message: &Value) -> Option<Response> {
+    let method = message.get("method").and_then(Value::as_str)?;
+    let id = message.get("id")?;
+    if matches!(method, "initialize" | "ping")
+        || session.is_some_and(|s| initialized_sessions(g).contains(s))
+    {
+        return None;
+    }
+    Some(
+        (
+            StatusCode::BAD_REQUEST,
+            axum::Json(json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "error": {
+                    "code": -32600,
+                    "message": format!("{method} received before notifications/initialized"),
+                },
+            })),
+        )
+            .into_response(),
+    )
+}
+
+async fn post(g: &Guard, request: Request, next: Next) -> Response {
+    let started = tokio::time::Instant::now();
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_INSPECTED_BODY).await {
         Ok(bytes) => bytes,
@@ -80,26 +196,77 @@ async fn guard(State(g): State<Arc<Guard>>, request: Request, next: Next) -> Res
             return (StatusCode::BAD_REQUEST, format!("unreadable body: {e}")).into_response();
         }
     };
-    let method = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .and_then(|v| v.get("method").and_then(Value::as_str).map(str::to_owned));
-    let crash = method.as_deref() == Some("tools/call")
+    let message = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
+    let method = message.get("method").and_then(Value::as_str);
+    let session = session_of(&parts.headers);
+    if g.options.strict_lifecycle
+        && let Some(refusal) = strict_refusal(g, session.as_deref(), &message)
+    {
+        return refusal;
+    }
+    let crash = method == Some("tools/call")
         && g.options
             .crash_after_calls
             .is_some_and(|limit| g.calls_seen.fetch_add(1, Ordering::SeqCst) + 1 == limit);
+    let strict_initialized =
+        g.options.strict_lifecycle && method == Some("notifications/initialized");
+    if strict_initialized {
+        // Setting the session up takes a while, as with a server that does its setup here;
+        // a client that does not wait for the answer sends its next requests meanwhile.
+        tokio::time::sleep(STRICT_SETUP).await;
+    }
     let response = next
         .run(Request::from_parts(parts, Body::from(bytes)))
         .await;
-    if method.as_deref() == Some("tools/list") {
-        return with_vendor_fields(response).await;
+    // Like a server whose handler of the notification sets the session's state, the session
+    // counts as initialized once the notification has been processed, not when it arrives.
+    if strict_initialized
+        && response.status().is_success()
+        && let Some(session) = &session
+    {
+        initialized_sessions(g).insert(session.clone());
     }
-    if !crash {
-        return response;
-    }
-    // Exit once the whole response body (the SSE stream of this call) has been produced.
     let (parts, body) = response.into_parts();
+    let sse = is_event_stream(&parts.headers);
+    if method == Some("tools/list") && !sse {
+        return with_vendor_fields_json(parts, body).await;
+    }
+    let reroute = g.reroute.as_ref().zip(session.clone()).filter(|_| sse);
+    let resumable = g
+        .resumable
+        .as_ref()
+        .zip(session)
+        .zip(message.get("id").cloned())
+        .filter(|_| sse && method == Some("tools/call"));
+    let vendor = sse && method == Some("tools/list");
+    if !crash && reroute.is_none() && resumable.is_none() && !vendor {
+        return Response::from_parts(parts, body);
+    }
+    let mut events: EventStream = if sse {
+        sse::events(body)
+    } else {
+        body.into_data_stream().boxed()
+    };
+    if vendor {
+        events = events.map_ok(|event| rewrite_event(&event)).boxed();
+    }
+    if let Some((reroute, session)) = reroute {
+        events = reroute.divert(session, events);
+    }
+    if let Some(((resumable, session), id)) = resumable {
+        events = resumable.hold(session, id, started, events);
+    }
+    if crash {
+        events = events.chain(crash_after_the_body()).boxed();
+    }
+    Response::from_parts(parts, Body::from_stream(events))
+}
+
+/// An empty tail for a response body that, once reached, exits the process shortly after
+/// (`--crash-after-calls`): the whole response has been produced by then.
+fn crash_after_the_body() -> EventStream {
     let mut armed = true;
-    let tail = futures::stream::poll_fn(move |_| {
+    futures::stream::poll_fn(move |_| {
         if armed {
             armed = false;
             tokio::spawn(
@@ -113,71 +280,29 @@ async fn guard(State(g): State<Arc<Guard>>, request: Request, next: Next) -> Res
             );
         }
         Poll::Ready(None)
-    });
-    Response::from_parts(
-        parts,
-        Body::from_stream(body.into_data_stream().chain(tail)),
-    )
+    })
+    .boxed()
 }
 
-/// Adds the vendor fields to a `tools/list` response, whether it is an SSE stream (rewritten
-/// line by line as it flows) or a single JSON body.
-async fn with_vendor_fields(response: Response) -> Response {
-    let (mut parts, body) = response.into_parts();
-    let content_type = parts
-        .headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    if content_type.starts_with("application/json") {
-        let Ok(bytes) = axum::body::to_bytes(body, MAX_INSPECTED_BODY).await else {
-            return (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "unreadable tools/list body",
-            )
-                .into_response();
-        };
-        let mut message: Value = match serde_json::from_slice(&bytes) {
-            Ok(message) => message,
-            Err(_) => return Response::from_parts(parts, Body::from(bytes)),
-        };
-        if let Some(result) = message.get_mut("result") {
-            add_vendor_fields(result);
-        }
-        parts.headers.remove(CONTENT_LENGTH);
-        return Response::from_parts(parts, Body::from(message.to_string()));
+/// Adds the vendor fields to a `tools/list` response that is a single JSON body (an event
+/// stream is rewritten event by event as it flows).
+async fn with_vendor_fields_json(mut parts: axum::http::response::Parts, body: Body) -> Response {
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_INSPECTED_BODY).await else {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "unreadable tools/list body",
+        )
+            .into_response();
+    };
+    let mut message: Value = match serde_json::from_slice(&bytes) {
+        Ok(message) => message,
+        Err(_) => return Response::from_parts(parts, Body::from(bytes)),
+    };
+    if let Some(result) = message.get_mut("result") {
+        add_vendor_fields(result);
     }
-    let lines = futures::stream::unfold(
-        (body.into_data_stream(), Vec::<u8>::new(), false),
-        |(mut inner, mut buffer, done)| async move {
-            if done {
-                return None;
-            }
-            loop {
-                match inner.next().await {
-                    Some(Ok(chunk)) => {
-                        buffer.extend_from_slice(&chunk);
-                        if let Some(end) = buffer.iter().rposition(|b| *b == b'\n') {
-                            let complete: Vec<u8> = buffer.drain(..=end).collect();
-                            let rewritten: Vec<u8> = complete
-                                .split_inclusive(|b| *b == b'\n')
-                                .flat_map(rewrite_sse_line)
-                                .collect();
-                            return Some((Ok(Bytes::from(rewritten)), (inner, buffer, false)));
-                        }
-                    }
-                    Some(Err(e)) => return Some((Err(e), (inner, buffer, true))),
-                    None if buffer.is_empty() => return None,
-                    None => {
-                        let rest = Bytes::from(std::mem::take(&mut buffer));
-                        return Some((Ok(rest), (inner, buffer, true)));
-                    }
-                }
-            }
-        },
-    );
-    Response::from_parts(parts, Body::from_stream(lines))
+    parts.headers.remove(CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(message.to_string()))
 }
 
 /// Binds, prints the `listening on` line and serves until the process is stopped.
@@ -187,15 +312,33 @@ pub(crate) async fn serve(shared: Arc<Shared>, options: HttpOptions) -> anyhow::
         .with_context(|| format!("cannot listen on {}", options.bind))?;
     let addr = listener.local_addr().context("reading the bound address")?;
     let factory_shared = shared.clone();
+    let mut sessions = LocalSessionManager::default();
+    let mut config = StreamableHttpServerConfig::default();
+    if options.resumable_after.is_some() {
+        // rmcp's priming events carry the stream's first event id and this retry hint.
+        sessions.session_config.sse_retry = Some(resume::RETRY);
+        config = config.with_sse_retry(Some(resume::RETRY));
+    }
+    if options.stateless_get_status.is_some() {
+        // rmcp's stateless mode: no `Mcp-Session-Id`, every request served on its own.
+        config = config.with_legacy_session_mode(false);
+    }
     let mcp = StreamableHttpService::new(
         move || Ok(FixtureServer::new(factory_shared.clone())),
-        LocalSessionManager::default().into(),
-        StreamableHttpServerConfig::default(),
+        sessions.into(),
+        config,
     );
     let guard_state = Arc::new(Guard {
+        reroute: options
+            .server_requests_on_get
+            .then(|| Arc::new(Reroute::new(shared.clone()))),
+        resumable: options
+            .resumable_after
+            .map(|after| Arc::new(Resumable::new(after, shared.clone()))),
         shared,
         options,
         calls_seen: AtomicU64::new(0),
+        initialized: Mutex::default(),
     });
     let app = Router::new()
         .nest_service("/mcp", mcp)

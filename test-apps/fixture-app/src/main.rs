@@ -43,6 +43,34 @@
 //!   body `{"error": "unauthorized", "message": ...}` (naming the header, never the value)
 //!   unless the request carries header `NAME` with exactly `VALUE`.
 //!
+//! The next four flags copy what real-world Streamable HTTP servers do. They are http only (an
+//! error with stdio, where none of them has a meaning: stdio has no second stream, and its
+//! order is the order of the lines).
+//!
+//! - `--server-requests-on-get`: server-to-client requests (`elicitation/create`,
+//!   `sampling/createMessage`, `roots/list`) are taken off the event stream of the POST that
+//!   caused them and written, as data-only events, on the session's standalone GET stream
+//!   (kept until one is open), as the TypeScript SDK does with requests it does not associate
+//!   with a client request. The client's answer is a POST as usual and completes the call.
+//! - `--resumable-after-ms MS`: every response stream's priming event carries a `retry: 200`
+//!   hint (rmcp gives the stream's events ids `INDEX/STREAM`). A `tools/call` stream that has
+//!   not delivered its response `MS` milliseconds after the call arrived is ended there; a GET
+//!   carrying `Last-Event-ID` with the last id delivered on it gets the rest of that stream
+//!   (progress, the response), however late. Other GETs behave as before.
+//! - `--stateless-get-status CODE`: run without sessions (rmcp's stateless mode: no
+//!   `Mcp-Session-Id`, each request served on its own, so no server-to-client requests) and
+//!   answer every GET with status `CODE` (a client or server error, e.g. 404 or 405). Conflicts
+//!   with the other three, which need sessions.
+//! - `--strict-lifecycle`: a request other than `initialize` and `ping` that arrives before its
+//!   session's `notifications/initialized` has been processed is answered with HTTP 400 and a
+//!   JSON-RPC error (`-32600`, `METHOD received before notifications/initialized`), as strict
+//!   servers do; sessions are told apart by `Mcp-Session-Id`. Processing the notification
+//!   takes 100 ms (a server setting the session up): it is answered (202), and the session
+//!   counts as initialized, only then, so a client that sends on without waiting for that
+//!   answer is caught.
+//!
+//! `http_counters` reports what these flags did.
+//!
 //! # Tools
 //!
 //! - `echo {message}`: text `message` and structuredContent `{"message"}`.
@@ -68,6 +96,8 @@
 //!   the sorted names of every environment variable. `get_cwd`: `{"cwd"}`.
 //! - `read_file {path}`: `{"path", "text"}` with the file's content, or a tool error saying why
 //!   it cannot be read.
+//! - `http_counters`: `{"streamsClosedEarly", "streamsResumed", "requestsMovedToGet",
+//!   "getsRefused"}`, what the HTTP flags above did in this process (all 0 over stdio).
 //! - `client_info`: `{"clientInfo", "capabilities", "protocolVersion"}` as this connection's
 //!   `initialize` sent them, plus `negotiatedProtocolVersion`.
 //! - `app_only_tool` (`_meta.ui.visibility: ["app"]`), `model_only_tool` (`["model"]`),
@@ -85,9 +115,18 @@
 //! result JSON in `#result`) and has buttons `#call-app-only` / `#call-model-only` whose outcome
 //! lands in `#message`. Every entry of the raw `tools/list` result carries
 //! `"x-vendor": {"fixture": true}` next to `name`, and the result carries `"x-fixture-page": 1`.
+//!
+//! # Refusals of rmcp's server that tests rely on
+//!
+//! Over HTTP, a request whose `_meta["io.modelcontextprotocol/protocolVersion"]` contradicts
+//! its `MCP-Protocol-Version` header is answered with HTTP 400 and a JSON-RPC error under the
+//! request's id (code `-32020`, "... does not match request _meta protocolVersion ...").
 
 mod http;
+mod reroute;
+mod resume;
 mod server;
+mod sse;
 mod stdio;
 mod vendor;
 
@@ -96,7 +135,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use axum::http::{HeaderName, HeaderValue};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use clap::{Parser, ValueEnum};
 use tracing::Instrument as _;
 
@@ -159,6 +198,56 @@ struct Cli {
     /// Require this header on every HTTP request (NAME=VALUE).
     #[arg(long, value_name = "NAME=VALUE", value_parser = parse_header)]
     require_header: Option<(HeaderName, HeaderValue)>,
+    /// Write server-to-client requests on the session's GET stream, not the POST's (http).
+    #[arg(long)]
+    server_requests_on_get: bool,
+    /// End a tools/call response stream this many milliseconds after the call arrived if it
+    /// has not been answered, and deliver the rest to a GET with Last-Event-ID (http).
+    #[arg(long, value_name = "MS")]
+    resumable_after_ms: Option<u64>,
+    /// Serve without sessions and answer every GET with this status, e.g. 404 or 405 (http).
+    #[arg(
+        long,
+        value_name = "CODE",
+        value_parser = parse_error_status,
+        conflicts_with_all = ["server_requests_on_get", "resumable_after_ms", "strict_lifecycle"]
+    )]
+    stateless_get_status: Option<StatusCode>,
+    /// Refuse requests other than initialize and ping before notifications/initialized, per
+    /// session (http).
+    #[arg(long)]
+    strict_lifecycle: bool,
+}
+
+impl Cli {
+    /// The http-only flags given on this command line.
+    fn http_only_flags(&self) -> Vec<&'static str> {
+        [
+            ("--require-header", self.require_header.is_some()),
+            ("--server-requests-on-get", self.server_requests_on_get),
+            ("--resumable-after-ms", self.resumable_after_ms.is_some()),
+            (
+                "--stateless-get-status",
+                self.stateless_get_status.is_some(),
+            ),
+            ("--strict-lifecycle", self.strict_lifecycle),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
+    }
+}
+
+fn parse_error_status(text: &str) -> Result<StatusCode, String> {
+    let code: u16 = text
+        .parse()
+        .map_err(|e| format!("expected an HTTP status code: {e}"))?;
+    match StatusCode::from_u16(code) {
+        Ok(status) if status.is_client_error() || status.is_server_error() => Ok(status),
+        _ => Err(format!(
+            "expected a client or server error status (400 to 599), got {code}"
+        )),
+    }
 }
 
 fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), String> {
@@ -206,8 +295,10 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    if cli.mode == Mode::Stdio && cli.require_header.is_some() {
-        bail!("--require-header only applies to http mode");
+    if cli.mode == Mode::Stdio
+        && let Some(flag) = cli.http_only_flags().first()
+    {
+        bail!("{flag} only applies to http mode");
     }
     if cli.mode == Mode::Sleep {
         loop {
@@ -272,6 +363,10 @@ fn main() -> anyhow::Result<()> {
                         require_header: cli.require_header,
                         crash_after_calls: cli.crash_after_calls,
                         never_initialize: cli.never_initialize,
+                        server_requests_on_get: cli.server_requests_on_get,
+                        resumable_after: cli.resumable_after_ms.map(Duration::from_millis),
+                        stateless_get_status: cli.stateless_get_status,
+                        strict_lifecycle: cli.strict_lifecycle,
                     },
                 )
                 .await

@@ -1,6 +1,6 @@
 //! The fixture's MCP server: [`FixtureServer`] implements the tools and the UI resource, and
 //! [`Shared`] holds the state every connection of the process sees (cancellation count, tools
-//! added at runtime, the freeze switch).
+//! added at runtime, the freeze switch, the HTTP middleware's counters).
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,6 +55,39 @@ pub(crate) struct Shared {
     /// Cancelled by the `freeze` tool: from then on the transports stop answering.
     pub(crate) frozen: CancellationToken,
     tool_calls: AtomicU64,
+    /// What the HTTP middleware did, reported by `http_counters`.
+    pub(crate) http: HttpCounters,
+}
+
+/// What the HTTP middleware did in this process, so a test can tell that a wire behaviour
+/// really happened (the client under test may hide it when it copes well).
+#[derive(Debug, Default)]
+pub(crate) struct HttpCounters {
+    /// `tools/call` response streams ended before their response (`--resumable-after-ms`).
+    pub(crate) streams_closed_early: AtomicU64,
+    /// GETs with `Last-Event-ID` that resumed such a stream.
+    pub(crate) streams_resumed: AtomicU64,
+    /// Server-to-client requests moved to the GET stream (`--server-requests-on-get`).
+    pub(crate) requests_moved_to_get: AtomicU64,
+    /// GETs answered with `--stateless-get-status`.
+    pub(crate) gets_refused: AtomicU64,
+}
+
+impl HttpCounters {
+    /// Adds one to `counter`.
+    pub(crate) fn count(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn to_json(&self) -> Value {
+        let read = |c: &AtomicU64| c.load(Ordering::SeqCst);
+        json!({
+            "streamsClosedEarly": read(&self.streams_closed_early),
+            "streamsResumed": read(&self.streams_resumed),
+            "requestsMovedToGet": read(&self.requests_moved_to_get),
+            "getsRefused": read(&self.gets_refused),
+        })
+    }
 }
 
 impl Shared {
@@ -65,6 +98,7 @@ impl Shared {
             added_tools: Mutex::new(Vec::new()),
             frozen: CancellationToken::new(),
             tool_calls: AtomicU64::new(0),
+            http: HttpCounters::default(),
         }
     }
 
@@ -534,6 +568,14 @@ impl FixtureServer {
             "negotiatedProtocolVersion": negotiated,
         });
         Ok(text_and_structured(value.to_string(), value))
+    }
+
+    /// Return what the HTTP middleware did in this process: {streamsClosedEarly,
+    /// streamsResumed, requestsMovedToGet, getsRefused} (all 0 over stdio).
+    #[tool]
+    fn http_counters(&self) -> CallToolResult {
+        let counters = self.shared.http.to_json();
+        text_and_structured(counters.to_string(), counters)
     }
 
     /// A tool only MCP App views may call (_meta.ui.visibility ["app"]).

@@ -3,8 +3,10 @@
 //!
 //! rmcp's typed `Tool` and `ListToolsResult` cannot carry unknown fields, so the fields are added
 //! where the result leaves the process: the stdio transport wrapper swaps the typed result for
-//! its JSON (a `CustomResult`) and the HTTP middleware rewrites the response stream.
+//! its JSON (a `CustomResult`) and the HTTP middleware rewrites the response stream, one whole
+//! event at a time.
 
+use axum::body::Bytes;
 use serde_json::{Value, json};
 
 /// Adds `"x-vendor": {"fixture": true}` to every tool and `"x-fixture-page": 1` to the result.
@@ -39,6 +41,15 @@ pub(crate) fn rewrite_sse_line(line: &[u8]) -> Vec<u8> {
     out.extend(message.to_string().into_bytes());
     out.push(b'\n');
     out
+}
+
+/// Rewrites one whole SSE event line by line with [`rewrite_sse_line`].
+pub(crate) fn rewrite_event(event: &[u8]) -> Bytes {
+    let rewritten: Vec<u8> = event
+        .split_inclusive(|b| *b == b'\n')
+        .flat_map(rewrite_sse_line)
+        .collect();
+    Bytes::from(rewritten)
 }
 
 #[cfg(test)]

@@ -10,12 +10,12 @@ use serde_json::{Value, json};
 
 use crate::{PATIENCE, fast_policy, supervise, wait_state};
 
-fn msg(value: Value) -> RawMessage {
+pub(crate) fn msg(value: Value) -> RawMessage {
     RawMessage::from_value(&value).unwrap()
 }
 
 /// Sends a request and collects everything that comes back for it.
-async fn exchange(port: &Port, request: Value) -> Vec<RawMessage> {
+pub(crate) async fn exchange(port: &Port, request: Value) -> Vec<RawMessage> {
     match port.send(msg(request)).await.unwrap() {
         PortReply::Response(response) => vec![response],
         PortReply::Accepted => Vec::new(),
@@ -29,7 +29,7 @@ async fn exchange(port: &Port, request: Value) -> Vec<RawMessage> {
     }
 }
 
-fn json_of(message: &RawMessage) -> Value {
+pub(crate) fn json_of(message: &RawMessage) -> Value {
     serde_json::from_str(message.as_str()).unwrap()
 }
 
@@ -43,7 +43,7 @@ fn initialize(version: &str, elicitation: bool) -> RawMessage {
     )
 }
 
-async fn open(app: &AppHandle, elicitation: bool) -> Port {
+pub(crate) async fn open(app: &AppHandle, elicitation: bool) -> Port {
     let (port, init) = app
         .open_port(&initialize("2025-11-25", elicitation))
         .await
@@ -58,7 +58,7 @@ async fn open(app: &AppHandle, elicitation: bool) -> Port {
     port
 }
 
-async fn running(apps: &AppsDir, id: &str) -> (Supervisor, AppHandle) {
+pub(crate) async fn running(apps: &AppsDir, id: &str) -> (Supervisor, AppHandle) {
     let supervisor = supervise(&apps.discover(), fast_policy());
     let app = supervisor.get(id).unwrap();
     wait_state(&app, Lifecycle::Running).await;

@@ -234,10 +234,39 @@ async fn require_header_rejects_requests_without_it() {
 }
 
 #[tokio::test]
-async fn require_header_is_refused_in_stdio_mode() {
-    let (mut fixture, _stdout, _stdin) = spawn(Kind::Stdio, &["--require-header", "a=b"]);
-    fixture
-        .stderr_line("--require-header only applies to http mode")
-        .await;
-    assert!(!fixture.exit_status().await.success());
+async fn http_only_flags_are_refused_in_stdio_mode() {
+    for args in [
+        &["--require-header", "a=b"][..],
+        &["--server-requests-on-get"],
+        &["--resumable-after-ms", "100"],
+        &["--stateless-get-status", "404"],
+        &["--strict-lifecycle"],
+    ] {
+        let (mut fixture, _stdout, _stdin) = spawn(Kind::Stdio, args);
+        fixture
+            .stderr_line(&format!("{} only applies to http mode", args[0]))
+            .await;
+        assert!(!fixture.exit_status().await.success(), "{args:?}");
+    }
+}
+
+#[tokio::test]
+async fn stateless_get_status_takes_only_error_statuses_and_no_session_flags() {
+    for args in [
+        &["--stateless-get-status", "200"][..],
+        &["--stateless-get-status", "nope"],
+        &["--stateless-get-status", "404", "--strict-lifecycle"],
+        &["--stateless-get-status", "405", "--server-requests-on-get"],
+        &[
+            "--stateless-get-status",
+            "404",
+            "--resumable-after-ms",
+            "10",
+        ],
+    ] {
+        let (mut fixture, _stdout, _stdin) = spawn(Kind::Http, args);
+        let line = fixture.stderr_line("error").await;
+        assert!(line.contains("--stateless-get-status"), "{args:?}: {line}");
+        assert!(!fixture.exit_status().await.success(), "{args:?}");
+    }
 }

@@ -5,6 +5,8 @@
 #[cfg(test)]
 mod flags;
 #[cfg(test)]
+mod http_flags;
+#[cfg(test)]
 mod support;
 #[cfg(test)]
 mod tools;

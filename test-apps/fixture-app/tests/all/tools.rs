@@ -58,6 +58,7 @@ async fn lists_tools_with_their_metadata_and_the_view(kind: Kind) {
         "read_file",
         "get_cwd",
         "client_info",
+        "http_counters",
         "app_only_tool",
         "model_only_tool",
         "malformed_visibility_tool",

@@ -1,0 +1,269 @@
+//! The gateway's Streamable HTTP link against servers that behave like real-world ones (the
+//! fixture's HTTP flags): server requests on the standalone GET stream, response streams ended
+//! early and resumed, strict lifecycle ordering, stateless servers without a GET stream, and a
+//! JSON-RPC error in an HTTP 400.
+
+use mcpapp_manifest::Lifecycle;
+use mcpapp_supervisor::mcp::CallToolResult;
+use mcpapp_supervisor::{AppHandle, PortReply, ResponseStream, SupervisorEvent};
+use mcpapp_testkit::{AppsDir, HttpApp};
+use serde_json::{Value, json};
+
+use crate::ports::{exchange, json_of, msg, open, running};
+use crate::{PATIENCE, fast_policy, supervise};
+
+async fn call(app: &AppHandle, name: &str, arguments: Value) -> CallToolResult {
+    app.call_tool(name, Some(arguments.as_object().unwrap().clone()), None)
+        .await
+        .unwrap()
+}
+
+/// The fixture's `http_counters`, read through the gateway's own client.
+async fn counters(app: &AppHandle) -> Value {
+    call(app, "http_counters", json!({}))
+        .await
+        .structured_content
+        .unwrap()
+}
+
+/// Sends a request on `port` and returns its response stream.
+async fn start(port: &mcpapp_supervisor::Port, request: Value) -> ResponseStream {
+    match port.send(msg(request)).await.unwrap() {
+        PortReply::Stream(stream) => stream,
+        other => panic!("expected a stream, got {other:?}"),
+    }
+}
+
+async fn next(stream: &mut ResponseStream) -> Value {
+    let message = tokio::time::timeout(PATIENCE, stream.next())
+        .await
+        .expect("a message within the patience bound")
+        .expect("the stream had another message");
+    json_of(&message)
+}
+
+fn hang(id: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "hang"}})
+}
+
+fn elicit(id: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": "elicit", "arguments": {"message": "who are you?"}}})
+}
+
+#[tokio::test]
+async fn an_elicitation_on_the_get_stream_reaches_the_one_busy_port_that_declared_it() {
+    let server = HttpApp::start("fixture-app", &["--server-requests-on-get"]);
+    let apps = AppsDir::new();
+    apps.http_app("asker", &server.url, "{}");
+    let (supervisor, app) = running(&apps, "asker").await;
+    let a = open(&app, true).await;
+    let b = open(&app, false).await;
+    // Both ports are busy; only A declared elicitation.
+    let mut b_call = start(&b, hang("b-busy")).await;
+    let mut a_call = start(&a, elicit("a-asks")).await;
+
+    let asked = next(&mut a_call).await;
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    assert_eq!(asked["params"]["message"], "who are you?");
+    a.send(msg(json!({"jsonrpc": "2.0", "id": asked["id"],
+                       "result": {"action": "accept", "content": {"name": "Ada", "agree": true}}})))
+        .await
+        .unwrap();
+    let response = next(&mut a_call).await;
+    assert_eq!(response["id"], "a-asks");
+    let text = response["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("accepted:") && text.contains("Ada"),
+        "{response}"
+    );
+    // The request really came on the GET stream, and B was handed nothing.
+    assert_eq!(counters(&app).await["requestsMovedToGet"], 1);
+    assert!(
+        tokio::time::timeout(std::time::Duration::ZERO, b_call.next())
+            .await
+            .is_err(),
+        "B received something"
+    );
+    drop((b_call, a, b));
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_elicitation_on_the_get_stream_with_two_capable_busy_ports_is_refused_with_the_reason() {
+    let server = HttpApp::start("fixture-app", &["--server-requests-on-get"]);
+    let apps = AppsDir::new();
+    apps.http_app("asker", &server.url, "{}");
+    let (supervisor, app) = running(&apps, "asker").await;
+    let a = open(&app, true).await;
+    let c = open(&app, true).await;
+    let _c_call = start(&c, hang("c-busy")).await;
+    let mut a_call = start(&a, elicit("a-asks")).await;
+
+    // Nobody can tell which session the request is for: the gateway answers it with an error,
+    // the tool fails with that error, and neither port is asked.
+    let response = next(&mut a_call).await;
+    assert_eq!(response["id"], "a-asks", "{response}");
+    assert_eq!(response["result"]["isError"], true, "{response}");
+    let text = response["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("several client sessions that declared the capability"),
+        "{text}"
+    );
+    assert_eq!(counters(&app).await["requestsMovedToGet"], 1);
+    drop((a_call, a, c));
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_response_stream_ended_early_is_resumed_and_still_answers_its_request() {
+    let server = HttpApp::start("fixture-app", &["--resumable-after-ms", "100"]);
+    let apps = AppsDir::new();
+    apps.http_app("resumer", &server.url, "{}");
+    let (supervisor, app) = running(&apps, "resumer").await;
+    let port = open(&app, false).await;
+    // Three steps 300 ms apart: the response comes after at least 900 ms, so the server ends
+    // the POST's stream (at 100 ms) before it.
+    let replies = exchange(
+        &port,
+        json!({"jsonrpc": "2.0", "id": "p", "method": "tools/call",
+               "params": {"name": "progress", "arguments": {"steps": 3, "delayMs": 300},
+                          "_meta": {"progressToken": "tok"}}}),
+    )
+    .await;
+    let replies: Vec<Value> = replies.iter().map(json_of).collect();
+    let steps: Vec<&Value> = replies
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .inspect(|m| assert_eq!(m["params"]["progressToken"], "tok", "{m}"))
+        .map(|m| &m["params"]["progress"])
+        .collect();
+    assert_eq!(steps, [1.0, 2.0, 3.0], "{replies:?}");
+    let response = replies.last().unwrap();
+    assert_eq!(response["id"], "p", "{replies:?}");
+    assert_eq!(response["result"]["structuredContent"]["steps"], 3);
+    let counters = counters(&app).await;
+    assert_eq!(counters["streamsClosedEarly"], 1, "{counters}");
+    assert_eq!(counters["streamsResumed"], 1, "{counters}");
+    assert_eq!(app.snapshot().restart_count, 0);
+    drop(port);
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn notifications_initialized_precedes_the_first_listing_on_strict_servers() {
+    let servers: Vec<HttpApp> = (0..20)
+        .map(|_| HttpApp::start("fixture-app", &["--strict-lifecycle"]))
+        .collect();
+    let apps = AppsDir::new();
+    for (i, server) in servers.iter().enumerate() {
+        apps.http_app(&format!("strict{i:02}"), &server.url, "{}");
+    }
+    // A refused listing must show as a failure, not be healed by a restart.
+    let mut policy = fast_policy();
+    policy.auto_restart = false;
+    let supervisor = supervise(&apps.discover(), policy);
+    assert!(supervisor.wait_settled(PATIENCE).await);
+    let listed = supervisor.list();
+    assert_eq!(listed.len(), 20);
+    for app in listed {
+        let snapshot = app.snapshot();
+        assert_eq!(
+            snapshot.state.lifecycle,
+            Lifecycle::Running,
+            "{}: {:?}",
+            app.id(),
+            snapshot.state.last_error
+        );
+        assert!(app.descriptors().tool("echo").is_some(), "{}", app.id());
+    }
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_stateless_server_without_a_get_stream_stays_running() {
+    for status in ["404", "405"] {
+        let server = HttpApp::start("fixture-app", &["--stateless-get-status", status]);
+        let apps = AppsDir::new();
+        apps.http_app("stateless", &server.url, "{}");
+        let supervisor = supervise(&apps.discover(), fast_policy());
+        let mut events = supervisor.subscribe();
+        let app = supervisor.get("stateless").unwrap();
+        crate::wait_state(&app, Lifecycle::Running).await;
+        // The GET stream is opened after the handshake, beside the first listing: wait until
+        // the server has refused it.
+        let refused = async {
+            while counters(&app).await["getsRefused"] == 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(PATIENCE, refused)
+            .await
+            .expect("the gateway asked for a GET stream");
+        // Calls still work, through the agent's client and through a port, on the same session.
+        let echoed = call(&app, "echo", json!({"message": "still here"})).await;
+        assert_eq!(echoed.structured_content.unwrap()["message"], "still here");
+        let port = open(&app, false).await;
+        let replies = exchange(
+            &port,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                   "params": {"name": "echo", "arguments": {"message": "port"}}}),
+        )
+        .await;
+        assert_eq!(
+            json_of(&replies[0])["result"]["structuredContent"]["message"],
+            "port"
+        );
+        let snapshot = app.snapshot();
+        assert_eq!(snapshot.state.lifecycle, Lifecycle::Running, "{status}");
+        assert_eq!(snapshot.restart_count, 0, "{status}: {snapshot:?}");
+        while let Ok(event) = events.try_recv() {
+            assert!(
+                !matches!(
+                    &event,
+                    SupervisorEvent::Lifecycle {
+                        from: Lifecycle::Running,
+                        ..
+                    }
+                ),
+                "{status}: {event:?}"
+            );
+        }
+        assert_eq!(counters(&app).await["getsRefused"], 1, "{status}");
+        drop(port);
+        supervisor.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_json_rpc_error_in_an_http_400_reaches_the_caller_as_that_error() {
+    let server = HttpApp::start("fixture-app", &[]);
+    let apps = AppsDir::new();
+    apps.http_app("refuser", &server.url, "{}");
+    let (supervisor, app) = running(&apps, "refuser").await;
+    let port = open(&app, false).await;
+    // rmcp's server refuses, with HTTP 400 and a JSON-RPC error, a request whose _meta names
+    // another protocol version than its header.
+    let replies = exchange(
+        &port,
+        json!({"jsonrpc": "2.0", "id": "bad", "method": "tools/call", "params": {
+            "name": "echo", "arguments": {"message": "x"},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
+    )
+    .await;
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    let error = json_of(&replies[0]);
+    assert_eq!(error["id"], "bad", "{error}");
+    assert_eq!(
+        error["error"]["code"], -32020,
+        "the server's own error: {error}"
+    );
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("does not match"), "{message}");
+    // The session is unharmed.
+    let echoed = call(&app, "echo", json!({"message": "after"})).await;
+    assert_eq!(echoed.structured_content.unwrap()["message"], "after");
+    assert_eq!(app.snapshot().restart_count, 0);
+    drop(port);
+    supervisor.shutdown().await;
+}
