@@ -48,6 +48,8 @@ const DEFAULT_RETRY: Duration = Duration::from_millis(500);
 const MAX_RESUMES: u32 = 5;
 /// How long a barrier waits for an earlier request's body to be handed over.
 const SEND_WAIT: Duration = Duration::from_millis(500);
+/// How long the first listing waits for the standalone GET stream to be open.
+const GET_OPEN_WAIT: Duration = Duration::from_secs(2);
 /// How long a cancellation waits for the server to begin answering the request it cancels.
 const CANCEL_WAIT: Duration = Duration::from_secs(2);
 /// How long a barrier (a notification or response) may take to be acknowledged before later
@@ -413,9 +415,14 @@ impl Inner {
             self.fail_request(&request, "the app closed the response without answering");
         }
         if is_initialized && !self.get_started.swap(true, Ordering::SeqCst) {
+            // Servers may send what they cannot tie to a request (a tool's elicitation, say)
+            // only on this stream, and drop it when none is open; so it is opened before
+            // anything after `initialized` leaves (this exchange is a barrier).
+            let (ready, opened) = oneshot::channel();
             let inner = self.clone();
             let span = self.span.clone();
-            tokio::spawn(async move { inner.get_stream().await }.instrument(span));
+            tokio::spawn(async move { inner.get_stream(Some(ready)).await }.instrument(span));
+            let _ = tokio::time::timeout(GET_OPEN_WAIT, opened).await;
         }
     }
 
@@ -599,7 +606,8 @@ impl Inner {
 
     /// The standalone GET stream: reconnects until the link closes; a server that cannot be
     /// reached several times in a row counts as gone.
-    async fn get_stream(self: Arc<Self>) {
+    /// `ready` fires once the first attempt has its answer (or failed).
+    async fn get_stream(self: Arc<Self>, mut ready: Option<oneshot::Sender<()>>) {
         let mut last_event: Option<String> = None;
         let mut retry = DEFAULT_RETRY;
         let mut failures = 0u32;
@@ -615,6 +623,7 @@ impl Inner {
                 sent = self.client.get(self.spec.url.clone()).headers(headers).header(ACCEPT, "text/event-stream").send() => sent,
                 () = self.stop.cancelled() => return,
             };
+            drop(ready.take());
             match sent {
                 Err(err) => {
                     failures += 1;
