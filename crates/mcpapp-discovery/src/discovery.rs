@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mcpapp_manifest::{
-    AppSpec, InstallState, Lifecycle, McpAppEntryConfig, McpAppsConfig, ParsedManifest, Severity,
-    closest_match, quoted,
+    AppSpec, InstallState, Lifecycle, McpAppEntryConfig, McpAppsConfig, ParsedManifest,
+    ProtocolEra, Severity, closest_match, quoted,
 };
 use tracing::{debug, info, info_span, warn};
 
@@ -331,7 +331,13 @@ impl Scan<'_> {
         }
 
         let mut spec: Option<AppSpec> = match effective.validate() {
-            Ok(spec) => Some(spec),
+            Ok(mut spec) => {
+                // A version the manifest names decides the era; without one the app is asked.
+                if parsed.field_position("protocolVersion").is_some() {
+                    spec.protocol_era = ProtocolEra::of_version(&spec.protocol_version);
+                }
+                Some(spec)
+            }
             Err(errors) => {
                 for error in &errors {
                     let position = parsed

@@ -220,6 +220,31 @@ impl Launch {
     }
 }
 
+/// Which era of MCP to speak to an app.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProtocolEra {
+    /// Ask the app (`server/discover` first, `initialize` when it is not understood): the
+    /// default when the manifest does not name a protocol version.
+    #[default]
+    Auto,
+    /// 2025-11-25 or earlier: open a session with `initialize`.
+    Legacy,
+    /// 2026-07-28 or later: no handshake.
+    Modern,
+}
+
+impl ProtocolEra {
+    /// The era of a protocol version a manifest names (versions are dates).
+    pub fn of_version(version: &str) -> Self {
+        if version.trim() >= "2026-07-28" {
+            Self::Modern
+        } else {
+            Self::Legacy
+        }
+    }
+}
+
 /// A validated app: everything the supervisor needs to run it, typed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -232,6 +257,9 @@ pub struct AppSpec {
     pub version: String,
     /// The MCP protocol version the manifest declares.
     pub protocol_version: String,
+    /// Which era to speak to the app: the declared version's when the manifest names one
+    /// (discovery sets it), else [`ProtocolEra::Auto`].
+    pub protocol_era: ProtocolEra,
     /// How to reach it.
     pub launch: Launch,
     /// Prefix for agent-facing tool names; empty means none.
@@ -331,6 +359,7 @@ impl McpAppManifest {
                     id,
                     version: self.version.clone(),
                     protocol_version: self.protocol_version.clone(),
+                    protocol_era: ProtocolEra::Auto,
                     launch,
                     tool_name_prefix: self.tool_name_prefix.clone().unwrap_or_default(),
                     startup_timeout,

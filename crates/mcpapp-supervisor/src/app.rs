@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use mcpapp_manifest::{AppSpec, InstallState, Lifecycle, Timestamp};
+use mcpapp_manifest::{AppSpec, InstallState, Lifecycle, ProtocolEra, Timestamp};
 use rmcp::ServiceError;
 use rmcp::model::{
     CancelledNotificationParam, ClientRequest, ErrorCode, RequestMetaObject, ServerResult,
@@ -26,6 +26,7 @@ use crate::client::{GatewayClient, Notice};
 use crate::descriptors::{
     Descriptors, PromptDescriptor, ResourceDescriptor, ResourceTemplateDescriptor, ToolDescriptor,
 };
+use crate::era::Era;
 use crate::error::{CallError, ControlError};
 use crate::events::SupervisorEvent;
 use crate::launch::{self, Environment, LaunchPlan};
@@ -34,7 +35,7 @@ use crate::link::stdio::{ProcessTable, StderrTail};
 use crate::link::{Link, LinkEvent, http, stdio};
 use crate::policy::SupervisionPolicy;
 use crate::raw::RawMessage;
-use crate::session::{Connection, HandshakeError, Port, PortError};
+use crate::session::{Connection, EraChoice, HandshakeError, Port, PortError};
 
 /// Stderr lines quoted in a failure reason.
 const STDERR_IN_REASON: usize = 5;
@@ -285,6 +286,34 @@ impl AppShared {
             }),
             Err(other) => Err(transport(other.to_string())),
         }
+    }
+
+    /// Asks the app whether it is alive: `ping`, or `server/discover` for a modern app (the
+    /// modern era has no `ping`).
+    pub(crate) async fn health_check(&self) -> Result<(), CallError> {
+        let modern = self.current().is_some_and(|c| c.era == Era::Modern);
+        if modern {
+            let discover = rmcp::model::DiscoverRequest::new(rmcp::model::DiscoverRequestParams {});
+            self.request(
+                "server/discover",
+                ClientRequest::DiscoverRequest(discover),
+                None,
+            )
+            .await
+            .map(|_| ())
+        } else {
+            self.request("ping", ClientRequest::PingRequest(Default::default()), None)
+                .await
+                .map(|_| ())
+        }
+    }
+
+    /// Opens a port on the current upstream session for one request of a modern client.
+    pub(crate) fn open_modern_port(&self, request: &RawMessage) -> Result<Port, PortError> {
+        let connection = self
+            .current()
+            .ok_or_else(|| PortError::NotRunning(self.snapshot.borrow().state.lifecycle))?;
+        connection.open_modern_port(request)
     }
 
     /// Opens a port on the current upstream session for the client that sent `initialize`.
@@ -655,11 +684,7 @@ impl Task {
         let results = live.ping_results.clone();
         tokio::spawn(
             async move {
-                let result = shared
-                    .request("ping", ClientRequest::PingRequest(Default::default()), None)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| e.to_string());
+                let result = shared.health_check().await.map_err(|e| e.to_string());
                 let _ = results.send(result);
             }
             .in_current_span(),
@@ -690,33 +715,58 @@ async fn start(
     run: &StderrTail,
 ) -> Result<Connection, String> {
     let root: PathBuf = shared.snapshot.borrow().state.root_path.clone();
-    let plan = launch::plan(spec, &root, &context.env, run, &context.processes)?;
-    let (events_tx, events_rx) = mpsc::unbounded_channel::<LinkEvent>();
-    let link = match plan {
-        LaunchPlan::Stdio(spawn) => {
-            let program = spawn.program.display().to_string();
-            Link::Stdio(
-                stdio::spawn(&spawn, events_tx)
-                    .map_err(|e| format!("cannot start '{program}': {e}"))?,
-            )
-        }
-        LaunchPlan::Http(http_spec) => Link::Http(
-            http::connect(http_spec, events_tx)
-                .map_err(|e| format!("cannot create an HTTP client: {e}"))?,
-        ),
+    // A legacy version in the manifest means `initialize` at once (some older servers end
+    // when asked anything else first); otherwise the app is asked, which also keeps a
+    // manifest that claims 2026-07-28 for an older server working (with a warning).
+    let mut choice = match spec.protocol_era {
+        ProtocolEra::Legacy => EraChoice::Legacy,
+        _ => EraChoice::Auto,
     };
-    let handler = GatewayClient::new(shared.id.clone(), notices);
     let deadline = spec.startup_timeout;
+    let list_notices = notices.clone();
     let work = async {
-        let connection =
-            Connection::open(&shared.id, link, events_rx, handler, spec.request_timeout)
-                .await
-                .map_err(|e| match e {
-                    HandshakeError::LinkClosed(reason) => reason,
-                    HandshakeError::Protocol(message) => {
-                        format!("the MCP handshake failed: {message}")
-                    }
-                })?;
+        let connection = loop {
+            let plan = launch::plan(spec, &root, &context.env, run, &context.processes)?;
+            let (events_tx, events_rx) = mpsc::unbounded_channel::<LinkEvent>();
+            let link = match plan {
+                LaunchPlan::Stdio(spawn) => {
+                    let program = spawn.program.display().to_string();
+                    Link::Stdio(
+                        stdio::spawn(&spawn, events_tx)
+                            .map_err(|e| format!("cannot start '{program}': {e}"))?,
+                    )
+                }
+                LaunchPlan::Http(http_spec) => Link::Http(
+                    http::connect(http_spec, events_tx)
+                        .map_err(|e| format!("cannot create an HTTP client: {e}"))?,
+                ),
+            };
+            let handler = GatewayClient::new(shared.id.clone(), notices.clone());
+            match Connection::open(
+                &shared.id,
+                link,
+                events_rx,
+                handler,
+                spec.request_timeout,
+                choice,
+            )
+            .await
+            {
+                Ok(connection) => break connection,
+                // Some servers end when asked anything before `initialize`: start it again
+                // and use `initialize` at once.
+                Err(HandshakeError::ProbeClosed(reason)) if choice == EraChoice::Auto => {
+                    info!(app = %shared.id, "the app ended when asked for its era ({reason}); starting it again with initialize");
+                    choice = EraChoice::Legacy;
+                }
+                Err(HandshakeError::LinkClosed(reason) | HandshakeError::ProbeClosed(reason)) => {
+                    return Err(reason);
+                }
+                Err(HandshakeError::Protocol(message)) => {
+                    return Err(format!("the MCP handshake failed: {message}"));
+                }
+            }
+        };
         connection
             .client
             .peer()
@@ -738,6 +788,9 @@ async fn start(
         }
     };
 
+    if connection.era == Era::Modern {
+        listen_for_changes(&connection, list_notices);
+    }
     let info = connection.client.peer_info();
     let negotiated = info.as_ref().map(|i| i.protocol_version.to_string());
     if let Some(version) = &negotiated
@@ -774,6 +827,64 @@ async fn start(
     });
     shared.descriptors.send_replace(Arc::new(descriptors));
     Ok(connection)
+}
+
+/// A modern app announces list changes only on a `subscriptions/listen` stream: the gateway's
+/// client listens for the lists the app says can change, for as long as the connection lives.
+fn listen_for_changes(connection: &Connection, notices: mpsc::UnboundedSender<Notice>) {
+    let capabilities = connection
+        .client
+        .peer_info()
+        .map(|info| info.capabilities.clone())
+        .unwrap_or_default();
+    let mut filter = rmcp::model::SubscriptionFilter::builder();
+    let mut any = false;
+    if capabilities.tools.as_ref().and_then(|t| t.list_changed) == Some(true) {
+        filter = filter.tools_list_changed();
+        any = true;
+    }
+    if capabilities.prompts.as_ref().and_then(|p| p.list_changed) == Some(true) {
+        filter = filter.prompts_list_changed();
+        any = true;
+    }
+    if capabilities.resources.as_ref().and_then(|r| r.list_changed) == Some(true) {
+        filter = filter.resources_list_changed();
+        any = true;
+    }
+    if !any {
+        return;
+    }
+    let filter = filter.build();
+    let peer = connection.client.peer().clone();
+    tokio::spawn(
+        async move {
+            let mut subscription = match peer.listen(filter).await {
+                Ok(subscription) => subscription,
+                Err(err) => {
+                    warn!("cannot listen for the app's list changes: {err}");
+                    return;
+                }
+            };
+            while let Ok(Some(notification)) = subscription.next().await {
+                let notice = match notification {
+                    rmcp::model::ServerNotification::ToolListChangedNotification(_) => {
+                        Notice::Tools
+                    }
+                    rmcp::model::ServerNotification::PromptListChangedNotification(_) => {
+                        Notice::Prompts
+                    }
+                    rmcp::model::ServerNotification::ResourceListChangedNotification(_) => {
+                        Notice::Resources
+                    }
+                    _ => continue,
+                };
+                if notices.send(notice).is_err() {
+                    break;
+                }
+            }
+        }
+        .in_current_span(),
+    );
 }
 
 /// Adds the last stderr lines of the current run to a failure reason.

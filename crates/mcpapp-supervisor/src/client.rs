@@ -67,6 +67,16 @@ pub(crate) fn client_info() -> ClientConfig {
     .with_protocol_version(ProtocolVersion::V_2025_11_25)
 }
 
+/// The gateway's `clientInfo`, as JSON (for requests the hub writes itself).
+pub(crate) fn gateway_info_json() -> serde_json::Value {
+    serde_json::json!({ "name": "mcpapp-gateway", "version": env!("CARGO_PKG_VERSION") })
+}
+
+/// The capabilities the gateway's own client declares, as JSON.
+pub(crate) fn gateway_capabilities_json() -> serde_json::Value {
+    serde_json::to_value(client_info().capabilities).unwrap_or_default()
+}
+
 impl ClientHandler for GatewayClient {
     fn get_info(&self) -> ClientConfig {
         client_info()

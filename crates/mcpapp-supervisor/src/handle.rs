@@ -27,6 +27,9 @@ pub struct AppHandle {
     pub(crate) shared: Arc<AppShared>,
 }
 
+/// Input rounds the gateway's own calls go through before giving up.
+const AGENT_INPUT_ROUNDS: usize = 10;
+
 impl AppHandle {
     /// The app id.
     pub fn id(&self) -> &str {
@@ -118,11 +121,57 @@ impl AppHandle {
             params = params.with_arguments(arguments);
         }
         let meta = meta.map(|m| RequestMetaObject(m.into()));
-        let request = ClientRequest::from(CallToolRequest::new(params));
-        match self.shared.request("tools/call", request, meta).await? {
-            ServerResult::CallToolResult(result) => Ok(result),
-            other => Err(self.unexpected("tools/call", &other)),
+        // A modern app asks for input in its result; the gateway's own client has no user to
+        // ask, so it answers as its handler does for legacy apps (elicitation declined, no
+        // roots) and retries, a bounded number of times.
+        for _ in 0..=AGENT_INPUT_ROUNDS {
+            let request = ClientRequest::from(CallToolRequest::new(params.clone()));
+            match self
+                .shared
+                .request("tools/call", request, meta.clone())
+                .await?
+            {
+                ServerResult::CallToolResult(result) => return Ok(result),
+                ServerResult::InputRequiredResult(asked) => {
+                    params = params.with_input_responses(self.answer_without_user(&asked)?);
+                    if let Some(state) = asked.request_state {
+                        params = params.with_request_state(state);
+                    }
+                }
+                other => return Err(self.unexpected("tools/call", &other)),
+            }
         }
+        Err(CallError::Remote {
+            app_id: self.id().to_owned(),
+            method: "tools/call".to_owned(),
+            code: -32603,
+            message: format!("the app asked for input more than {AGENT_INPUT_ROUNDS} times"),
+        })
+    }
+
+    /// Answers a modern app's input requests without a user.
+    fn answer_without_user(
+        &self,
+        asked: &rmcp::model::InputRequiredResult,
+    ) -> Result<rmcp::model::InputResponses, CallError> {
+        use rmcp::model::InputRequest;
+        let mut responses = rmcp::model::InputResponses::new();
+        for (key, request) in asked.input_requests.iter().flatten() {
+            let answer = match request {
+                InputRequest::Elicitation(_) => serde_json::json!({ "action": "decline" }),
+                InputRequest::ListRoots(_) => serde_json::json!({ "roots": [] }),
+                _ => {
+                    return Err(CallError::Remote {
+                        app_id: self.id().to_owned(),
+                        method: "tools/call".to_owned(),
+                        code: -32603,
+                        message: "the app asks for sampling, which no client connected through the gateway can provide here".to_owned(),
+                    });
+                }
+            };
+            responses.insert(key.clone(), answer);
+        }
+        Ok(responses)
     }
 
     /// Reads a resource.
@@ -178,15 +227,24 @@ impl AppHandle {
         }
     }
 
-    /// Sends an MCP `ping`.
+    /// Checks that the app answers: an MCP `ping`, or `server/discover` for an app of the
+    /// 2026-07-28 era (which has no `ping`).
     ///
     /// # Errors
     /// [`CallError`] when the app is not running or does not answer in time.
     pub async fn ping(&self) -> Result<(), CallError> {
-        self.shared
-            .request("ping", ClientRequest::PingRequest(Default::default()), None)
-            .await
-            .map(|_| ())
+        self.shared.health_check().await
+    }
+
+    /// Opens a port for one request of a 2026-07-28 client (which has no session: each
+    /// request declares the client's capabilities in its `_meta`, read from `request`). Send
+    /// that request (and, for a retry with `requestState`, the retry) through it; drop it when
+    /// the exchange is over. `server/discover` is answered by the gateway.
+    ///
+    /// # Errors
+    /// [`PortError::NotRunning`] when the app is not running.
+    pub fn open_modern_port(&self, request: &RawMessage) -> Result<Port, PortError> {
+        self.shared.open_modern_port(request)
     }
 
     /// Opens a port for the client whose `initialize` request this is: a raw JSON-RPC channel

@@ -44,6 +44,7 @@
 mod app;
 mod client;
 mod descriptors;
+mod era;
 mod error;
 mod events;
 mod handle;

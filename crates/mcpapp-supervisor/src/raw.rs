@@ -243,6 +243,30 @@ impl RawMessage {
         Ok(())
     }
 
+    /// Removes the value at a path of object keys; returns whether there was one. Only the
+    /// objects on the path are re-serialised.
+    pub fn remove_path(&mut self, path: &[&str]) -> bool {
+        match path {
+            [] => false,
+            [key] => {
+                let removed = self.members.shift_remove(*key).is_some();
+                if removed {
+                    self.render();
+                }
+                removed
+            }
+            [first, rest @ ..] => {
+                let Some(updated) = self.members.get(*first).and_then(|c| remove_in(c, rest))
+                else {
+                    return false;
+                };
+                self.members.insert((*first).to_owned(), updated);
+                self.render();
+                true
+            }
+        }
+    }
+
     fn render(&mut self) {
         // Serialising a map of raw values cannot fail.
         self.text = serde_json::to_string(&self.members).unwrap_or_default();
@@ -282,6 +306,19 @@ fn set_in(
     RawValue::from_string(text).map_err(|e| RawError::InvalidEnvelope(e.to_string()))
 }
 
+/// The container with the value at `path` removed, or `None` when there was none.
+fn remove_in(container: &RawValue, path: &[&str]) -> Option<Box<RawValue>> {
+    let mut object: RawObject = serde_json::from_str(container.get()).ok()?;
+    let (key, rest) = path.split_first()?;
+    if rest.is_empty() {
+        object.shift_remove(*key)?;
+    } else {
+        let updated = remove_in(object.get(*key)?, rest)?;
+        object.insert((*key).to_owned(), updated);
+    }
+    RawValue::from_string(serde_json::to_string(&object).ok()?).ok()
+}
+
 /// Makes a raw JSON string value.
 pub fn raw_string(s: &str) -> Box<RawValue> {
     // A serialised string is valid JSON.
@@ -296,6 +333,23 @@ pub(crate) fn raw_json(text: String) -> Box<RawValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_are_removed_keeping_everything_else() {
+        let mut m = RawMessage::parse(
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":1.50,"_meta":{"k":1,"io.x/v":"2"}}}"#,
+        )
+        .unwrap();
+        assert!(m.remove_path(&["params", "_meta", "io.x/v"]));
+        assert_eq!(
+            m.as_str(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":1.50,"_meta":{"k":1}}}"#
+        );
+        assert!(!m.remove_path(&["params", "_meta", "io.x/v"]));
+        assert!(!m.remove_path(&["params", "nothing", "here"]));
+        assert!(m.remove_path(&["params"]));
+        assert_eq!(m.as_str(), r#"{"jsonrpc":"2.0","id":1,"method":"x"}"#);
+    }
 
     #[test]
     fn editing_one_member_keeps_every_other_byte() {

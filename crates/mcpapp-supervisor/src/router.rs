@@ -1,7 +1,7 @@
 //! Routing for one shared upstream session: who gets each message.
 //!
 //! Three kinds of party share an app's single upstream MCP session: the gateway's own rmcp
-//! client, and any number of *ports* (browser sessions of `/apps/mcp/{appId}`). The router is
+//! client, and any number of *ports* (client sessions of `/apps/mcp/{appId}`). The router is
 //! a plain state machine: it is told about every message that crosses the session and answers
 //! with [`Delivery`]s; the hub task (see `session.rs`) carries them out. Keeping it free of
 //! I/O makes every routing rule testable on its own.
@@ -11,9 +11,8 @@
 //!   never collide) and a progress token `"gwpt:{n}"` when they carry one; both are restored
 //!   on the way back, and a port only ever sees its own responses.
 //! - Progress goes to the request it belongs to. `notifications/message` that arrives on one
-//!   request's HTTP response stream goes to that request; everything else that is
-//!   session-wide (list changes, `resources/updated`, logging on the shared stream) goes to
-//!   every port and to rmcp.
+//!   request's HTTP response stream goes to that request; list changes go to every port and
+//!   to rmcp.
 //! - A server-to-client request (elicitation, sampling, roots) goes to the session that caused
 //!   it. On an HTTP response stream the cause is that stream's request. Where the wire says
 //!   nothing (stdio, the standalone GET stream), the request goes to the one port that has
@@ -27,11 +26,25 @@
 //!   subscribers of its URI. `logging/setLevel` is kept per port: upstream the level is the most
 //!   verbose any port asked for, and each port receives session-wide log messages at its own
 //!   level or above (a port that never set one receives what the server sends).
+//!
+//! Eras (docs/protocol.md): the upstream speaks one era and each port its own.
+//! - A *modern* port on a legacy upstream: its requests lose the modern `_meta` keys on the
+//!   way up and its results gain `resultType` (and cache hints); a server request its call
+//!   causes becomes an input-required answer, the upstream call is held, and the client's
+//!   retry (which echoes the opaque `requestState`) answers the server and resumes the call;
+//!   `subscriptions/listen` is served here from the session's notifications.
+//! - A *legacy* port on a modern upstream: its requests gain the modern `_meta` (its own
+//!   capabilities and identity, its log level); an input-required result becomes server
+//!   requests to the port, whose answers go back upstream as the retry; `logging/setLevel` is
+//!   answered here, and a resource subscription becomes a `subscriptions/listen` upstream.
+//! - Notifications tied to a `subscriptions/listen` request go to that request's stream, with
+//!   the client's own id restored in their `_meta`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::value::RawValue;
 
+use crate::era::{self, Era, META_SUBSCRIPTION_ID};
 use crate::raw::{MessageKind, RawMessage, raw_json, raw_string};
 
 /// Identifies a port within one upstream session.
@@ -51,7 +64,7 @@ pub(crate) enum Origin {
     Post(Key),
 }
 
-/// Capabilities a port declared in its own `initialize`.
+/// Capabilities a port declared: in its `initialize` (legacy) or in its request (modern).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct PortCapabilities {
     /// The port can answer `elicitation/create`.
@@ -63,6 +76,19 @@ pub(crate) struct PortCapabilities {
 }
 
 impl PortCapabilities {
+    /// Reads a `ClientCapabilities` object.
+    pub(crate) fn from_json(capabilities: Option<&RawValue>) -> Self {
+        let value: serde_json::Value = capabilities
+            .and_then(|c| serde_json::from_str(c.get()).ok())
+            .unwrap_or_default();
+        let declared = |name: &str| value.get(name).is_some_and(|v| !v.is_null());
+        Self {
+            elicitation: declared("elicitation"),
+            sampling: declared("sampling"),
+            roots: declared("roots"),
+        }
+    }
+
     fn allows(self, method: &str) -> bool {
         match method {
             "elicitation/create" => self.elicitation,
@@ -71,6 +97,16 @@ impl PortCapabilities {
             _ => false,
         }
     }
+}
+
+/// Who a port is: its era, and for a legacy port what its `initialize` declared (sent on its
+/// behalf to a modern upstream).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PortSpec {
+    pub(crate) era: Era,
+    pub(crate) capabilities: PortCapabilities,
+    pub(crate) client_capabilities: Option<Box<RawValue>>,
+    pub(crate) client_info: Option<Box<RawValue>>,
 }
 
 /// What to do with a message.
@@ -92,18 +128,62 @@ pub(crate) enum Delivery {
     },
     /// Give to a port's stream of session notifications.
     Port { port: PortId, message: RawMessage },
+    /// The answer to a request the hub made itself (the era probe).
+    Gateway { key: Key, message: RawMessage },
     /// Nobody wants it; the reason is logged.
     Drop { reason: String },
+}
+
+/// A port request the router took.
+#[derive(Debug)]
+pub(crate) struct Accepted {
+    /// The key of the request's stream (what its answers are delivered under).
+    pub(crate) stream: Key,
+    pub(crate) deliveries: Vec<Delivery>,
+    /// Whether the request timeout applies (not to `subscriptions/listen`, which lasts).
+    pub(crate) bounded: bool,
+}
+
+impl Accepted {
+    #[cfg(test)]
+    fn into_parts(self) -> (Key, Vec<Delivery>) {
+        (self.stream, self.deliveries)
+    }
 }
 
 #[derive(Debug)]
 struct PendingRequest {
     port: PortId,
+    /// The stream its answers go to; the upstream id changes on an input-required retry.
+    stream: Key,
     original_id: Box<RawValue>,
     token: Option<Key>,
     /// A subscription recorded when the request was sent, undone if the server refuses it.
     subscribes: Option<String>,
+    method: String,
+    /// Whether the client speaks the modern era (its results are completed for it).
+    modern_client: bool,
+    /// For a modern client: the log level its request asked for (none: no log messages).
+    log_level: Option<usize>,
+    /// The request as sent upstream, kept for an input-required retry (modern upstream).
+    sent: Option<RawMessage>,
+    /// A call held for a modern client's retry: the server request it must answer.
+    held: Option<Key>,
 }
+
+/// An input-required round of a modern upstream, answered by a legacy port.
+#[derive(Debug)]
+struct Round {
+    /// The upstream id of the attempt that asked.
+    upstream: Key,
+    awaiting: BTreeSet<String>,
+    responses: serde_json::Map<String, serde_json::Value>,
+    request_state: Option<Box<RawValue>>,
+    rounds: u32,
+}
+
+/// Rounds a modern upstream may ask for in one call (as rmcp's client allows).
+const MAX_ROUNDS: u32 = 10;
 
 /// Who holds a resource subscription on the shared session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -131,12 +211,37 @@ fn level_rank(level: &str) -> Option<usize> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Owner {
     Rmcp,
-    Port { port: PortId, request: Key },
+    /// A port answers it directly (legacy port, legacy upstream).
+    Port {
+        port: PortId,
+        request: Key,
+    },
+    /// A legacy port answers one input of a modern upstream's round.
+    Round {
+        port: PortId,
+        stream: Key,
+        input: String,
+    },
+    /// A modern client's retry answers it (legacy upstream).
+    Held {
+        stream: Key,
+    },
+}
+
+/// A `subscriptions/listen` served here for a modern port on a legacy upstream.
+#[derive(Debug)]
+struct Listen {
+    port: PortId,
+    original_id: Box<RawValue>,
+    tools: bool,
+    prompts: bool,
+    resources: bool,
+    uris: Vec<String>,
 }
 
 #[derive(Debug, Default)]
 struct PortEntry {
-    capabilities: PortCapabilities,
+    spec: PortSpec,
     /// Upstream keys of requests in flight, oldest first.
     in_flight: Vec<Key>,
     /// The log level this port asked for (`logging/setLevel`), as a rank in [`LEVELS`].
@@ -146,16 +251,34 @@ struct PortEntry {
 /// The routing tables of one upstream session.
 #[derive(Debug, Default)]
 pub(crate) struct Router {
+    upstream_era: Era,
     ports: HashMap<PortId, PortEntry>,
     requests: HashMap<Key, PendingRequest>,
+    /// Stream key → current upstream id, where they differ (after a retry).
+    aliases: HashMap<Key, Key>,
+    rounds: HashMap<Key, Round>,
+    /// `requestState` handle → held stream, for modern clients' retries.
+    held: HashMap<String, Key>,
+    listens: HashMap<Key, Listen>,
+    /// Upstream listens standing in for resource subscriptions (modern upstream), by URI.
+    gateway_listens: HashMap<String, Key>,
     tokens: HashMap<Key, (Key, Box<RawValue>)>,
     rmcp_in_flight: HashSet<Key>,
-    rmcp_initialize: Option<Key>,
-    initialize_result: Option<Box<RawValue>>,
+    rmcp_handshake: Option<Key>,
+    handshake_result: Option<Box<RawValue>>,
+    probes: HashSet<Key>,
     server_requests: HashMap<Key, Owner>,
-    subscriptions: HashMap<String, std::collections::BTreeSet<Party>>,
+    subscriptions: HashMap<String, BTreeSet<Party>>,
     /// The level last asked of the server, as a rank in [`LEVELS`].
     upstream_level: Option<usize>,
+    /// The server requests of held calls (`(method, params)`), to ask again.
+    held_requests: HashMap<Key, (String, Option<Box<RawValue>>)>,
+    /// Input-required rounds already run, per stream.
+    rounds_done: HashMap<Key, u32>,
+    /// Deliveries made while answering a port at once (see [`Router::take_pending`]).
+    pending_out: Vec<Delivery>,
+    /// Makes `requestState` handles unguessable (the hub seeds it).
+    secret: [u64; 2],
     next: u64,
 }
 
@@ -163,18 +286,63 @@ fn key_of(value: &RawValue) -> Key {
     value.get().trim().to_owned()
 }
 
+fn string_at(message: &RawMessage, path: &[&str]) -> Option<String> {
+    message
+        .get_path(path)
+        .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+}
+
 impl Router {
-    /// The upstream's raw `InitializeResult`, once the handshake has been seen.
-    pub(crate) fn initialize_result(&self) -> Option<&RawValue> {
-        self.initialize_result.as_deref()
+    /// A router whose `requestState` handles are derived from `secret`.
+    pub(crate) fn with_secret(secret: [u64; 2]) -> Self {
+        Self {
+            secret,
+            ..Self::default()
+        }
+    }
+
+    /// Says which era the upstream speaks (known once the session is open).
+    pub(crate) fn set_upstream_era(&mut self, era: Era) {
+        self.upstream_era = era;
+    }
+
+    pub(crate) fn upstream_era(&self) -> Era {
+        self.upstream_era
+    }
+
+    /// The upstream's raw `InitializeResult` (legacy) or `server/discover` result (modern),
+    /// once the gateway's own handshake has been seen.
+    pub(crate) fn handshake_result(&self) -> Option<&RawValue> {
+        self.handshake_result.as_deref()
+    }
+
+    /// A `server/discover` the hub sends itself, to learn the upstream's era; its answer
+    /// comes back as [`Delivery::Gateway`].
+    pub(crate) fn probe(
+        &mut self,
+        client_info: &serde_json::Value,
+        capabilities: &serde_json::Value,
+    ) -> (Key, Delivery) {
+        self.next += 1;
+        let id = raw_string(&format!("gw:0:{}", self.next));
+        let key = key_of(&id);
+        self.probes.insert(key.clone());
+        let message = era::probe_request(&id, client_info, capabilities);
+        (
+            key.clone(),
+            Delivery::Upstream {
+                message,
+                request: Some(key),
+            },
+        )
     }
 
     /// Registers a port.
-    pub(crate) fn open_port(&mut self, port: PortId, capabilities: PortCapabilities) {
+    pub(crate) fn open_port(&mut self, port: PortId, spec: PortSpec) {
         self.ports.insert(
             port,
             PortEntry {
-                capabilities,
+                spec,
                 in_flight: Vec::new(),
                 level: None,
             },
@@ -187,26 +355,40 @@ impl Router {
         let mut out = Vec::new();
         if let Some(entry) = self.ports.remove(&port) {
             for key in entry.in_flight {
-                self.forget_request(&key);
+                if let Some(pending) = self.forget_request(&key) {
+                    out.extend(self.end_stream_state(&pending.stream));
+                }
                 out.push(cancelled(&key, reason));
             }
         }
         let owed: Vec<Key> = self
             .server_requests
             .iter()
-            .filter(|(_, owner)| matches!(owner, Owner::Port { port: p, .. } if *p == port))
+            .filter(|(_, owner)| {
+                matches!(owner, Owner::Port { port: p, .. } | Owner::Round { port: p, .. } if *p == port)
+            })
             .map(|(key, _)| key.clone())
             .collect();
         for key in owed {
-            self.server_requests.remove(&key);
-            out.push(Delivery::Upstream {
-                message: RawMessage::error_response(
-                    Some(&raw_json(key.clone())),
-                    -32603,
-                    &format!("the client that was asked has gone: {reason}"),
-                ),
-                request: None,
-            });
+            if let Some(Owner::Port { .. }) = self.server_requests.remove(&key) {
+                out.push(Delivery::Upstream {
+                    message: RawMessage::error_response(
+                        Some(&raw_json(key.clone())),
+                        -32603,
+                        &format!("the client that was asked has gone: {reason}"),
+                    ),
+                    request: None,
+                });
+            }
+        }
+        let listens: Vec<Key> = self
+            .listens
+            .iter()
+            .filter(|(_, l)| l.port == port)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for stream in listens {
+            self.listens.remove(&stream);
         }
         // Subscriptions only this port held end upstream too.
         let mut emptied: Vec<String> = Vec::new();
@@ -219,23 +401,33 @@ impl Router {
         });
         emptied.sort();
         for uri in emptied {
-            let params = serde_json::json!({ "uri": uri }).to_string();
-            out.push(self.gateway_request("resources/unsubscribe", &params));
+            out.extend(self.unsubscribe_upstream(&uri));
         }
-        // A less verbose level may do now.
-        if let Some(rank) = self.wanted_level()
+        // A less verbose level may do now (a modern upstream has no session level).
+        if self.upstream_era == Era::Legacy
+            && let Some(rank) = self.wanted_level()
             && Some(rank) != self.upstream_level
         {
             self.upstream_level = Some(rank);
             let params = serde_json::json!({ "level": LEVELS[rank] }).to_string();
-            out.push(self.gateway_request("logging/setLevel", &params));
+            out.push(self.gateway_request("logging/setLevel", &params).1);
         }
         out
     }
 
+    /// Undoes per-stream state when a request ends for good (rounds, emulated listens).
+    fn end_stream_state(&mut self, stream: &Key) -> Vec<Delivery> {
+        self.rounds.remove(stream);
+        self.aliases.remove(stream);
+        self.server_requests
+            .retain(|_, owner| !matches!(owner, Owner::Round { stream: s, .. } if s == stream));
+        Vec::new()
+    }
+
     /// A request the gateway makes on its own behalf (keeping shared state right); nobody
-    /// waits for its answer, which is dropped when it comes.
-    fn gateway_request(&mut self, method: &str, params: &str) -> Delivery {
+    /// waits for its answer, which is dropped when it comes. A modern upstream gets the
+    /// gateway's own request `_meta`.
+    fn gateway_request(&mut self, method: &str, params: &str) -> (Key, Delivery) {
         self.next += 1;
         let id = raw_string(&format!("gw:0:{}", self.next));
         let key = key_of(&id);
@@ -244,13 +436,34 @@ impl Router {
             id.get(),
             raw_string(method).get()
         );
-        match RawMessage::parse(text) {
-            Ok(message) => Delivery::Upstream {
-                message,
-                request: Some(key),
-            },
+        let delivery = match RawMessage::parse(text) {
+            Ok(mut message) => {
+                if self.upstream_era == Era::Modern {
+                    let info = raw_json(crate::client::gateway_info_json().to_string());
+                    era::inject_request_meta(&mut message, None, Some(&info), None);
+                }
+                Delivery::Upstream {
+                    message,
+                    request: Some(key.clone()),
+                }
+            }
             Err(err) => Delivery::Drop {
                 reason: format!("could not build {method}: {err}"),
+            },
+        };
+        (key, delivery)
+    }
+
+    /// Ends the gateway's own upstream interest in `uri`.
+    fn unsubscribe_upstream(&mut self, uri: &str) -> Vec<Delivery> {
+        match self.upstream_era {
+            Era::Legacy => {
+                let params = serde_json::json!({ "uri": uri }).to_string();
+                vec![self.gateway_request("resources/unsubscribe", &params).1]
+            }
+            Era::Modern => match self.gateway_listens.remove(uri) {
+                Some(key) => vec![cancelled(&key, "no client is subscribed any more")],
+                None => Vec::new(),
             },
         }
     }
@@ -271,23 +484,32 @@ impl Router {
         id: &RawValue,
     ) -> Result<Option<String>, RawMessage> {
         let empty = || RawMessage::response(id, &raw_json("{}".to_owned()));
-        let string_param = |name: &str| {
-            message
-                .get_path(&["params", name])
-                .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
-        };
+        let modern_upstream = self.upstream_era == Era::Modern;
         match method {
             "resources/subscribe" => {
-                let Some(uri) = string_param("uri") else {
+                let Some(uri) = string_at(message, &["params", "uri"]) else {
                     return Ok(None);
                 };
                 let parties = self.subscriptions.entry(uri.clone()).or_default();
                 let first = parties.is_empty();
                 parties.insert(Party::Port(port));
-                if first { Ok(Some(uri)) } else { Err(empty()) }
+                if !first {
+                    return Err(empty());
+                }
+                if modern_upstream {
+                    // A modern server has no subscribe; a listen for this URI stands in.
+                    let params = serde_json::json!({
+                        "notifications": { "resourceSubscriptions": [uri] }
+                    })
+                    .to_string();
+                    let (key, delivery) = self.gateway_request("subscriptions/listen", &params);
+                    self.gateway_listens.insert(uri, key);
+                    return Err(self.answer_now(empty(), delivery));
+                }
+                Ok(Some(uri))
             }
             "resources/unsubscribe" => {
-                let Some(uri) = string_param("uri") else {
+                let Some(uri) = string_at(message, &["params", "uri"]) else {
                     return Ok(None);
                 };
                 let Some(parties) = self.subscriptions.get_mut(&uri) else {
@@ -298,15 +520,31 @@ impl Router {
                     self.subscriptions.remove(&uri);
                 }
                 let last = held && !self.subscriptions.contains_key(&uri);
-                if last { Ok(None) } else { Err(empty()) }
+                if !last {
+                    return Err(empty());
+                }
+                if modern_upstream {
+                    let deliveries = self.unsubscribe_upstream(&uri);
+                    return Err(deliveries
+                        .into_iter()
+                        .fold(empty(), |answer, d| self.answer_now(answer, d)));
+                }
+                Ok(None)
             }
             "logging/setLevel" => {
-                let Some(rank) = string_param("level").as_deref().and_then(level_rank) else {
+                let Some(rank) = string_at(message, &["params", "level"])
+                    .as_deref()
+                    .and_then(level_rank)
+                else {
                     // Unknown levels go upstream, which answers them as it sees fit.
                     return Ok(None);
                 };
                 if let Some(entry) = self.ports.get_mut(&port) {
                     entry.level = Some(rank);
+                }
+                if modern_upstream {
+                    // Sent with each of the port's requests from now on.
+                    return Err(empty());
                 }
                 let wanted = self.wanted_level();
                 if wanted == self.upstream_level {
@@ -324,13 +562,32 @@ impl Router {
         }
     }
 
-    /// A request from a port. Returns the upstream key it was given, or a response to hand
-    /// straight back (a malformed message, an unknown port, or shared state answered here).
+    /// Queues a delivery that must go out along with an answer given at once.
+    fn answer_now(&mut self, answer: RawMessage, delivery: Delivery) -> RawMessage {
+        self.pending_out.push(delivery);
+        answer
+    }
+
+    /// Deliveries made while answering a port at once, for the hub to carry out.
+    pub(crate) fn take_pending(&mut self) -> Vec<Delivery> {
+        std::mem::take(&mut self.pending_out)
+    }
+
+    /// A fresh upstream id for a port request.
+    fn new_key(&mut self, port: PortId) -> (Key, Box<RawValue>, u64) {
+        self.next += 1;
+        let n = self.next;
+        let value = raw_string(&format!("gw:{port}:{n}"));
+        (key_of(&value), value, n)
+    }
+
+    /// A request from a port. Returns what was accepted, or a response to hand straight back
+    /// (a malformed message, an unknown port, or something answered here).
     pub(crate) fn port_request(
         &mut self,
         port: PortId,
         mut message: RawMessage,
-    ) -> Result<(Key, Vec<Delivery>), RawMessage> {
+    ) -> Result<Accepted, RawMessage> {
         let Some(original_id) = message.id().map(ToOwned::to_owned) else {
             return Err(RawMessage::error_response(
                 None,
@@ -338,19 +595,27 @@ impl Router {
                 "a request needs an id",
             ));
         };
-        if !self.ports.contains_key(&port) {
+        let Some(entry) = self.ports.get(&port) else {
             return Err(RawMessage::error_response(
                 Some(&original_id),
                 -32603,
                 "this session is closed",
             ));
-        }
+        };
+        let port_era = entry.spec.era;
         let method = message.method().unwrap_or_default();
+        if port_era == Era::Modern && self.upstream_era == Era::Legacy {
+            if let Some(handle) = string_at(&message, &["params", "requestState"])
+                && let Some(accepted) = self.resume_held(port, &handle, &message, &original_id)?
+            {
+                return Ok(accepted);
+            }
+            if method == "subscriptions/listen" {
+                return Ok(self.listen_here(port, &message, original_id));
+            }
+        }
         let subscribes = self.shared_state(port, &method, &message, &original_id)?;
-        self.next += 1;
-        let n = self.next;
-        let key_value = raw_string(&format!("gw:{port}:{n}"));
-        let key = key_of(&key_value);
+        let (key, key_value, n) = self.new_key(port);
         message.set_id(&key_value);
         let mut token_key = None;
         if let Some(original_token) = message.get_path(&["params", "_meta", "progressToken"]) {
@@ -365,23 +630,221 @@ impl Router {
                 token_key = Some(token);
             }
         }
+        let log_level = if port_era == Era::Modern {
+            era::request_log_level(&message)
+                .as_deref()
+                .and_then(level_rank)
+        } else {
+            None
+        };
+        match (port_era, self.upstream_era) {
+            (Era::Modern, Era::Legacy) => era::strip_request_meta(&mut message),
+            (Era::Legacy, Era::Modern) => {
+                let entry = self.ports.get(&port);
+                let level = entry.and_then(|e| e.level).map(|rank| LEVELS[rank]);
+                let spec = entry.map(|e| &e.spec);
+                era::inject_request_meta(
+                    &mut message,
+                    spec.and_then(|s| s.client_capabilities.as_deref()),
+                    spec.and_then(|s| s.client_info.as_deref()),
+                    level,
+                );
+            }
+            _ => {}
+        }
+        let keep = self.upstream_era == Era::Modern && port_era == Era::Legacy;
         self.requests.insert(
             key.clone(),
             PendingRequest {
                 port,
+                stream: key.clone(),
                 original_id,
                 token: token_key,
                 subscribes,
+                method: method.clone(),
+                modern_client: port_era == Era::Modern,
+                log_level,
+                sent: keep.then(|| message.clone()),
+                held: None,
             },
         );
         if let Some(entry) = self.ports.get_mut(&port) {
             entry.in_flight.push(key.clone());
         }
-        let delivery = Delivery::Upstream {
+        let mut deliveries = self.take_pending();
+        deliveries.push(Delivery::Upstream {
             message,
             request: Some(key.clone()),
+        });
+        Ok(Accepted {
+            stream: key,
+            deliveries,
+            bounded: method != "subscriptions/listen",
+        })
+    }
+
+    /// A modern client's `subscriptions/listen` on a legacy upstream, served here from the
+    /// session's notifications: acknowledged with what the app's capabilities allow.
+    fn listen_here(
+        &mut self,
+        port: PortId,
+        message: &RawMessage,
+        original_id: Box<RawValue>,
+    ) -> Accepted {
+        let wanted = |name: &str| {
+            message
+                .get_path(&["params", "notifications", name])
+                .is_some_and(|v| v.get() == "true")
         };
-        Ok((key, vec![delivery]))
+        let capabilities: serde_json::Value = self
+            .handshake_result
+            .as_deref()
+            .and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
+            .map(|r| r["capabilities"].clone())
+            .unwrap_or_default();
+        let offers = |list: &str, flag: &str| capabilities[list][flag].as_bool() == Some(true);
+        let tools = wanted("toolsListChanged") && offers("tools", "listChanged");
+        let prompts = wanted("promptsListChanged") && offers("prompts", "listChanged");
+        let resources = wanted("resourcesListChanged") && offers("resources", "listChanged");
+        let uris: Vec<String> = if offers("resources", "subscribe") {
+            message
+                .get_path(&["params", "notifications", "resourceSubscriptions"])
+                .and_then(|v| serde_json::from_str(v.get()).ok())
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let (stream, _, _) = self.new_key(port);
+        let mut deliveries = Vec::new();
+        for uri in &uris {
+            let parties = self.subscriptions.entry(uri.clone()).or_default();
+            let first = parties.is_empty();
+            parties.insert(Party::Port(port));
+            if first {
+                let params = serde_json::json!({ "uri": uri }).to_string();
+                deliveries.push(self.gateway_request("resources/subscribe", &params).1);
+            }
+        }
+        let mut accepted = serde_json::Map::new();
+        for (name, on) in [
+            ("toolsListChanged", tools),
+            ("promptsListChanged", prompts),
+            ("resourcesListChanged", resources),
+        ] {
+            if on {
+                accepted.insert(name.to_owned(), serde_json::Value::Bool(true));
+            }
+        }
+        if !uris.is_empty() {
+            accepted.insert("resourceSubscriptions".to_owned(), serde_json::json!(uris));
+        }
+        let id: serde_json::Value = serde_json::from_str(original_id.get()).unwrap_or_default();
+        let ack = serde_json::json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/subscriptions/acknowledged",
+            "params": { "_meta": { META_SUBSCRIPTION_ID: id }, "notifications": accepted },
+        });
+        if let Ok(ack) = RawMessage::from_value(&ack) {
+            deliveries.push(Delivery::Request {
+                request: stream.clone(),
+                message: ack,
+                last: false,
+            });
+        }
+        self.listens.insert(
+            stream.clone(),
+            Listen {
+                port,
+                original_id,
+                tools,
+                prompts,
+                resources,
+                uris,
+            },
+        );
+        Accepted {
+            stream,
+            deliveries,
+            bounded: false,
+        }
+    }
+
+    /// A modern client's retry of a call held for its input (legacy upstream): its answer goes
+    /// to the server request waiting for it, and the call carries on on the retry's stream.
+    fn resume_held(
+        &mut self,
+        port: PortId,
+        handle: &str,
+        message: &RawMessage,
+        retry_id: &RawValue,
+    ) -> Result<Option<Accepted>, RawMessage> {
+        let Some(stream) = self.held.get(handle).cloned() else {
+            return Err(RawMessage::error_response(
+                Some(retry_id),
+                -32602,
+                "requestState names no call waiting for input here (it ended, timed out or belongs to another gateway)",
+            ));
+        };
+        let method = message.method().unwrap_or_default();
+        let Some(pending) = self.requests.get(&stream) else {
+            self.held.remove(handle);
+            return Err(RawMessage::error_response(
+                Some(retry_id),
+                -32602,
+                "the call this requestState belonged to has ended",
+            ));
+        };
+        if pending.method != method {
+            return Err(RawMessage::error_response(
+                Some(retry_id),
+                -32602,
+                "requestState belongs to another request",
+            ));
+        }
+        let Some(server_request) = pending.held.clone() else {
+            return Ok(None);
+        };
+        let Some(answer) = message.get_path(&["params", "inputResponses", "input"]) else {
+            // Nothing for the input yet: ask again, as the spec suggests.
+            let asked = self.reask(&stream, handle, retry_id);
+            return Err(asked);
+        };
+        self.held.remove(handle);
+        self.server_requests.remove(&server_request);
+        let pending = self.requests.get_mut(&stream).ok_or_else(|| {
+            RawMessage::error_response(Some(retry_id), -32603, "the held call vanished")
+        })?;
+        pending.port = port;
+        pending.original_id = retry_id.to_owned();
+        pending.held = None;
+        if let Some(entry) = self.ports.get_mut(&port) {
+            entry.in_flight.push(stream.clone());
+        }
+        let reply = RawMessage::response(&raw_json(server_request.clone()), &answer);
+        Ok(Some(Accepted {
+            stream,
+            deliveries: vec![Delivery::Upstream {
+                message: reply,
+                request: None,
+            }],
+            bounded: false,
+        }))
+    }
+
+    /// The same input request again, for a retry that did not answer it.
+    fn reask(&mut self, stream: &Key, handle: &str, retry_id: &RawValue) -> RawMessage {
+        let asked = self
+            .requests
+            .get(stream)
+            .and_then(|p| p.held.clone())
+            .and_then(|s| self.held_requests.get(&s).cloned());
+        match asked {
+            Some((method, params)) => RawMessage::response(
+                retry_id,
+                &era::input_required("input", &method, params.as_deref(), handle),
+            ),
+            None => RawMessage::error_response(Some(retry_id), -32603, "the held call vanished"),
+        }
     }
 
     /// A notification from a port.
@@ -406,12 +869,12 @@ impl Router {
                 });
                 match key.cloned() {
                     Some(key) => {
-                        self.forget_request(&key);
                         let reason = message
                             .get_path(&["params", "reason"])
                             .and_then(|r| serde_json::from_str::<String>(r.get()).ok())
                             .unwrap_or_else(|| "cancelled by the client".to_owned());
-                        vec![cancelled(&key, &reason)]
+                        let stream = self.requests.get(&key).map(|p| p.stream.clone());
+                        stream.map_or_else(Vec::new, |s| self.abandon(&s, &reason))
                     }
                     None => Vec::new(),
                 }
@@ -430,13 +893,21 @@ impl Router {
                 reason: "a response without an id".to_owned(),
             }];
         };
-        match self.server_requests.get(&id) {
-            Some(Owner::Port { port: owner, .. }) if *owner == port => {
+        match self.server_requests.get(&id).cloned() {
+            Some(Owner::Port { port: owner, .. }) if owner == port => {
                 self.server_requests.remove(&id);
                 vec![Delivery::Upstream {
                     message,
                     request: None,
                 }]
+            }
+            Some(Owner::Round {
+                port: owner,
+                stream,
+                input,
+            }) if owner == port => {
+                self.server_requests.remove(&id);
+                self.answer_round(&stream, &input, &message)
             }
             _ => vec![Delivery::Drop {
                 reason: format!("port {port} answered server request {id}, which is not its own"),
@@ -444,18 +915,160 @@ impl Router {
         }
     }
 
-    /// A port's request was given up (timeout): forget it and tell the server.
-    pub(crate) fn abandon(&mut self, key: &Key, reason: &str) -> Vec<Delivery> {
-        if self.forget_request(key).is_some() {
-            vec![cancelled(key, reason)]
-        } else {
-            Vec::new()
+    /// One answer of a legacy port to a modern upstream's input request; when all are in, the
+    /// request goes upstream again with them.
+    fn answer_round(&mut self, stream: &Key, input: &str, message: &RawMessage) -> Vec<Delivery> {
+        let Some(round) = self.rounds.get_mut(stream) else {
+            return Vec::new();
+        };
+        round.awaiting.remove(input);
+        match message.member("result") {
+            Some(result) => {
+                let value = serde_json::from_str(result.get()).unwrap_or_default();
+                round.responses.insert(input.to_owned(), value);
+            }
+            None => {
+                // Input responses cannot carry errors: the call fails with the client's.
+                let error = message.member("error").map(ToOwned::to_owned);
+                let id = self
+                    .requests
+                    .get(&round.upstream)
+                    .map(|p| p.original_id.clone());
+                let upstream = round.upstream.clone();
+                self.rounds.remove(stream);
+                let _ = self.forget_request(&upstream);
+                let answer = match (id, error) {
+                    (Some(id), Some(error)) => RawMessage::parse(format!(
+                        r#"{{"jsonrpc":"2.0","id":{},"error":{}}}"#,
+                        id.get(),
+                        error.get()
+                    ))
+                    .unwrap_or_else(|_| {
+                        RawMessage::error_response(
+                            None,
+                            -32603,
+                            "the client refused the app's request",
+                        )
+                    }),
+                    _ => RawMessage::error_response(
+                        None,
+                        -32603,
+                        "the client refused the app's request",
+                    ),
+                };
+                return vec![Delivery::Request {
+                    request: stream.clone(),
+                    message: answer,
+                    last: true,
+                }];
+            }
         }
+        if !round.awaiting.is_empty() {
+            return Vec::new();
+        }
+        let Some(round) = self.rounds.remove(stream) else {
+            return Vec::new();
+        };
+        self.retry_upstream(stream, round)
     }
 
-    /// The original id of a port request, to build responses the port understands.
-    pub(crate) fn original_id(&self, key: &Key) -> Option<&RawValue> {
-        self.requests.get(key).map(|r| r.original_id.as_ref())
+    /// Sends the request of `stream` upstream again with the round's answers, under a new id.
+    fn retry_upstream(&mut self, stream: &Key, round: Round) -> Vec<Delivery> {
+        let Some(mut pending) = self.requests.remove(&round.upstream) else {
+            return Vec::new();
+        };
+        let Some(mut message) = pending.sent.clone() else {
+            return Vec::new();
+        };
+        let (key, key_value, _) = self.new_key(pending.port);
+        message.set_id(&key_value);
+        let responses = serde_json::Value::Object(round.responses);
+        let _ = message.set_path(
+            &["params", "inputResponses"],
+            &raw_json(responses.to_string()),
+        );
+        match &round.request_state {
+            Some(state) => {
+                let _ = message.set_path(&["params", "requestState"], state);
+            }
+            None => {
+                message.remove_path(&["params", "requestState"]);
+            }
+        }
+        pending.sent = Some(message.clone());
+        if let Some(entry) = self.ports.get_mut(&pending.port) {
+            for k in &mut entry.in_flight {
+                if *k == round.upstream {
+                    k.clone_from(&key);
+                }
+            }
+        }
+        if let Some(token) = &pending.token
+            && let Some((request, _)) = self.tokens.get_mut(token)
+        {
+            request.clone_from(&key);
+        }
+        self.aliases.insert(stream.clone(), key.clone());
+        self.requests.insert(key.clone(), pending);
+        self.rounds_done.insert(stream.clone(), round.rounds);
+        vec![Delivery::Upstream {
+            message,
+            request: Some(key),
+        }]
+    }
+
+    /// A port's request was given up (timeout, or its client went away): forget it and tell
+    /// the server. `stream` is the request's stream key.
+    pub(crate) fn abandon(&mut self, stream: &Key, reason: &str) -> Vec<Delivery> {
+        if let Some(listen) = self.listens.remove(stream) {
+            let mut out = Vec::new();
+            for uri in listen.uris {
+                if let Some(parties) = self.subscriptions.get_mut(&uri) {
+                    parties.remove(&Party::Port(listen.port));
+                    if parties.is_empty() {
+                        self.subscriptions.remove(&uri);
+                        out.extend(self.unsubscribe_upstream(&uri));
+                    }
+                }
+            }
+            return out;
+        }
+        let current = self.current(stream);
+        let Some(pending) = self.forget_request(&current) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        if let Some(server_request) = &pending.held {
+            // The server is still waiting for the modern client's input: it will not come.
+            self.held.retain(|_, s| s != stream);
+            self.held_requests.remove(server_request);
+            self.server_requests.remove(server_request);
+            out.push(Delivery::Upstream {
+                message: RawMessage::error_response(
+                    Some(&raw_json(server_request.clone())),
+                    -32603,
+                    &format!("the client did not answer: {reason}"),
+                ),
+                request: None,
+            });
+        }
+        out.extend(self.end_stream_state(stream));
+        self.rounds_done.remove(stream);
+        out.push(cancelled(&current, reason));
+        out
+    }
+
+    /// The upstream id a stream's request currently has.
+    fn current(&self, stream: &Key) -> Key {
+        self.aliases.get(stream).unwrap_or(stream).clone()
+    }
+
+    /// The original id of a port request (by its stream key), to build responses the port
+    /// understands.
+    pub(crate) fn original_id(&self, stream: &Key) -> Option<&RawValue> {
+        self.requests
+            .get(&self.current(stream))
+            .map(|r| r.original_id.as_ref())
     }
 
     fn forget_request(&mut self, key: &Key) -> Option<PendingRequest> {
@@ -477,15 +1090,15 @@ impl Router {
                 if let Some(id) = message.id() {
                     let key = key_of(id);
                     let method = message.method();
-                    if method.as_deref() == Some("initialize") {
-                        self.rmcp_initialize = Some(key.clone());
+                    if matches!(method.as_deref(), Some("initialize" | "server/discover"))
+                        && self.handshake_result.is_none()
+                    {
+                        self.rmcp_handshake = Some(key.clone());
                     }
                     if let Some(subscription) = method
                         .as_deref()
                         .filter(|m| matches!(*m, "resources/subscribe" | "resources/unsubscribe"))
-                        && let Some(uri) = message
-                            .get_path(&["params", "uri"])
-                            .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+                        && let Some(uri) = string_at(&message, &["params", "uri"])
                     {
                         let parties = self.subscriptions.entry(uri.clone()).or_default();
                         if subscription == "resources/subscribe" {
@@ -532,6 +1145,16 @@ impl Router {
                 reason: "a response without an id".to_owned(),
             }];
         };
+        if self.probes.remove(&key) {
+            return vec![Delivery::Gateway { key, message }];
+        }
+        if self.upstream_era == Era::Modern
+            && let Some(pending) = self.requests.get(&key)
+            && !pending.modern_client
+            && message.member("result").is_some_and(era::is_input_required)
+        {
+            return self.start_round(&key, &message);
+        }
         if let Some(pending) = self.forget_request(&key) {
             if message.kind() == MessageKind::Error
                 && let Some(uri) = &pending.subscribes
@@ -544,17 +1167,25 @@ impl Router {
                 }
             }
             message.set_id(&pending.original_id);
-            return vec![Delivery::Request {
-                request: key,
+            if pending.modern_client && self.upstream_era == Era::Legacy {
+                era::complete_result(&mut message, &pending.method);
+            }
+            self.restore_subscription_id(&mut message, &["result", "_meta"]);
+            let stream = pending.stream.clone();
+            let mut out = self.end_stream_state(&stream);
+            self.rounds_done.remove(&stream);
+            out.push(Delivery::Request {
+                request: stream,
                 message,
                 last: true,
-            }];
+            });
+            return out;
         }
         if self.rmcp_in_flight.remove(&key) {
-            if self.rmcp_initialize.as_ref() == Some(&key)
+            if self.rmcp_handshake.as_ref() == Some(&key)
                 && let Some(result) = message.member("result")
             {
-                self.initialize_result = Some(result.to_owned());
+                self.handshake_result = Some(result.to_owned());
             }
             return vec![Delivery::Rmcp(message)];
         }
@@ -563,8 +1194,122 @@ impl Router {
         }]
     }
 
+    /// A modern upstream asked a legacy port's request for input: each input becomes a server
+    /// request to the port on that request's stream.
+    fn start_round(&mut self, key: &Key, message: &RawMessage) -> Vec<Delivery> {
+        let Some(pending) = self.requests.get(key) else {
+            return Vec::new();
+        };
+        let stream = pending.stream.clone();
+        let port = pending.port;
+        let result = message.member("result").map(ToOwned::to_owned);
+        let Some(result) = result else {
+            return Vec::new();
+        };
+        let done = self.rounds_done.get(&stream).copied().unwrap_or(0);
+        let original_id = pending.original_id.clone();
+        if done >= MAX_ROUNDS {
+            let _ = self.forget_request(key);
+            return vec![Delivery::Request {
+                request: stream,
+                message: RawMessage::error_response(
+                    Some(&original_id),
+                    -32603,
+                    &format!("the app asked for input more than {MAX_ROUNDS} times in one call"),
+                ),
+                last: true,
+            }];
+        }
+        let inputs = era::input_requests(&result);
+        let state = serde_json::from_str::<serde_json::Value>(result.get())
+            .ok()
+            .and_then(|r| r.get("requestState").cloned())
+            .map(|s| raw_json(s.to_string()));
+        let capabilities = self
+            .ports
+            .get(&port)
+            .map(|e| e.spec.capabilities)
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        let mut awaiting = BTreeSet::new();
+        for (input, method, params) in inputs {
+            if !capabilities.allows(&method) {
+                let _ = self.forget_request(key);
+                return vec![Delivery::Request {
+                    request: stream,
+                    message: RawMessage::error_response(
+                        Some(&original_id),
+                        -32603,
+                        &format!(
+                            "the app needs {method}, which this client session did not declare"
+                        ),
+                    ),
+                    last: true,
+                }];
+            }
+            self.next += 1;
+            let id = format!("\"gwsr:{}\"", self.next);
+            let mut request = serde_json::json!({"jsonrpc": "2.0", "id": serde_json::from_str::<serde_json::Value>(&id).unwrap_or_default(), "method": method});
+            if let Some(params) = params {
+                request["params"] = params;
+            }
+            let Ok(request) = RawMessage::from_value(&request) else {
+                continue;
+            };
+            self.server_requests.insert(
+                id.clone(),
+                Owner::Round {
+                    port,
+                    stream: stream.clone(),
+                    input: input.clone(),
+                },
+            );
+            awaiting.insert(input);
+            out.push(Delivery::Request {
+                request: stream.clone(),
+                message: request,
+                last: false,
+            });
+        }
+        let round = Round {
+            upstream: key.clone(),
+            awaiting,
+            responses: serde_json::Map::new(),
+            request_state: state,
+            rounds: done + 1,
+        };
+        if round.awaiting.is_empty() {
+            // Only a requestState: retry at once with it.
+            out.extend(self.retry_upstream(&stream, round));
+        } else {
+            self.rounds.insert(stream, round);
+        }
+        out
+    }
+
+    /// Puts a port's own listen id back into a `subscriptionId` at `path` (a notification's
+    /// `params._meta`, or a final listen result's `result._meta`).
+    fn restore_subscription_id(&self, message: &mut RawMessage, path: &[&str]) -> Option<Key> {
+        let mut full: Vec<&str> = path.to_vec();
+        full.push(META_SUBSCRIPTION_ID);
+        let id = message.get_path(&full).map(|v| key_of(&v))?;
+        let pending = self.requests.get(&id)?;
+        let original = pending.original_id.clone();
+        let stream = pending.stream.clone();
+        let _ = message.set_path(&full, &original);
+        Some(stream)
+    }
+
     fn upstream_notification(&mut self, mut message: RawMessage, origin: &Origin) -> Vec<Delivery> {
         let method = message.method().unwrap_or_default();
+        // A notification of a port's `subscriptions/listen` (modern on modern).
+        if let Some(stream) = self.restore_subscription_id(&mut message, &["params", "_meta"]) {
+            return vec![Delivery::Request {
+                request: stream,
+                message,
+                last: false,
+            }];
+        }
         match method.as_str() {
             "notifications/progress" => {
                 let token = message
@@ -578,8 +1323,12 @@ impl Router {
                         {
                             return Vec::new();
                         }
+                        let stream = self
+                            .requests
+                            .get(&request)
+                            .map_or(request, |p| p.stream.clone());
                         vec![Delivery::Request {
-                            request,
+                            request: stream,
                             message,
                             last: false,
                         }]
@@ -592,18 +1341,44 @@ impl Router {
                     .get_path(&["params", "requestId"])
                     .map(|id| key_of(&id));
                 match id.and_then(|id| self.server_requests.remove(&id)) {
-                    Some(Owner::Port { request, .. }) => vec![Delivery::Request {
-                        request,
-                        message,
-                        last: false,
-                    }],
+                    Some(Owner::Port { request, .. }) => {
+                        let stream = self
+                            .requests
+                            .get(&request)
+                            .map_or(request, |p| p.stream.clone());
+                        vec![Delivery::Request {
+                            request: stream,
+                            message,
+                            last: false,
+                        }]
+                    }
                     _ => vec![Delivery::Rmcp(message)],
                 }
             }
             "notifications/message" => match origin {
                 Origin::Post(key) if self.requests.contains_key(key) => {
+                    let Some(pending) = self.requests.get(key) else {
+                        return Vec::new();
+                    };
+                    // A modern client hears its request's log messages only at the level it
+                    // asked for (a legacy upstream does not know that level).
+                    if pending.modern_client && self.upstream_era == Era::Legacy {
+                        let rank = string_at(&message, &["params", "level"])
+                            .as_deref()
+                            .and_then(level_rank);
+                        let wanted = match (pending.log_level, rank) {
+                            (Some(wanted), Some(rank)) => rank >= wanted,
+                            (Some(_), None) => true,
+                            (None, _) => false,
+                        };
+                        if !wanted {
+                            return vec![Delivery::Drop {
+                                reason: "a log message the client did not ask for".to_owned(),
+                            }];
+                        }
+                    }
                     vec![Delivery::Request {
-                        request: key.clone(),
+                        request: pending.stream.clone(),
                         message,
                         last: false,
                     }]
@@ -612,9 +1387,7 @@ impl Router {
                     vec![Delivery::Rmcp(message)]
                 }
                 _ => {
-                    let rank = message
-                        .get_path(&["params", "level"])
-                        .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+                    let rank = string_at(&message, &["params", "level"])
                         .as_deref()
                         .and_then(level_rank);
                     self.broadcast_to(message, |entry| match (entry.level, rank) {
@@ -623,39 +1396,101 @@ impl Router {
                     })
                 }
             },
-            "notifications/resources/updated" => {
-                let uri = message
-                    .get_path(&["params", "uri"])
-                    .and_then(|v| serde_json::from_str::<String>(v.get()).ok());
-                let parties = uri.and_then(|uri| self.subscriptions.get(&uri));
-                let Some(parties) = parties else {
-                    // Nobody here subscribed: only rmcp hears it (and ignores it).
-                    return vec![Delivery::Rmcp(message)];
-                };
-                let mut out: Vec<Delivery> = parties
-                    .iter()
-                    .filter_map(|party| match party {
-                        Party::Port(port) => Some(Delivery::Port {
-                            port: *port,
-                            message: message.clone(),
-                        }),
-                        Party::Rmcp => None,
-                    })
-                    .collect();
-                if parties.contains(&Party::Rmcp) {
-                    out.push(Delivery::Rmcp(message));
-                }
+            "notifications/resources/updated" => self.resource_updated(message),
+            _ => {
+                let mut out = self.to_listens(&message, &method);
+                out.extend(self.broadcast(message));
                 out
             }
-            _ => self.broadcast(message),
         }
+    }
+
+    /// `resources/updated`: to the subscribers of its URI (ports, emulated listens, rmcp).
+    fn resource_updated(&mut self, message: RawMessage) -> Vec<Delivery> {
+        let Some(uri) = string_at(&message, &["params", "uri"]) else {
+            return vec![Delivery::Rmcp(message)];
+        };
+        let Some(parties) = self.subscriptions.get(&uri) else {
+            // Nobody here subscribed: only rmcp hears it (and ignores it).
+            return vec![Delivery::Rmcp(message)];
+        };
+        let mut out = Vec::new();
+        let mut rmcp = false;
+        for party in parties {
+            match party {
+                Party::Rmcp => rmcp = true,
+                Party::Port(port) => {
+                    let listening: Vec<Key> = self
+                        .listens
+                        .iter()
+                        .filter(|(_, l)| l.port == *port && l.uris.contains(&uri))
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    if listening.is_empty() {
+                        out.push(Delivery::Port {
+                            port: *port,
+                            message: message.clone(),
+                        });
+                    }
+                    for stream in listening {
+                        out.extend(self.listen_delivery(&stream, &message));
+                    }
+                }
+            }
+        }
+        if rmcp {
+            out.push(Delivery::Rmcp(message));
+        }
+        out
+    }
+
+    /// A list change to every emulated listen that asked for it.
+    fn to_listens(&self, message: &RawMessage, method: &str) -> Vec<Delivery> {
+        let streams: Vec<Key> = self
+            .listens
+            .iter()
+            .filter(|(_, l)| match method {
+                "notifications/tools/list_changed" => l.tools,
+                "notifications/prompts/list_changed" => l.prompts,
+                "notifications/resources/list_changed" => l.resources,
+                _ => false,
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        streams
+            .iter()
+            .flat_map(|s| self.listen_delivery(s, message))
+            .collect()
+    }
+
+    /// `message` on an emulated listen's stream, tagged with its subscription id.
+    fn listen_delivery(&self, stream: &Key, message: &RawMessage) -> Vec<Delivery> {
+        let Some(listen) = self.listens.get(stream) else {
+            return Vec::new();
+        };
+        let mut tagged = message.clone();
+        if tagged
+            .set_path(
+                &["params", "_meta", META_SUBSCRIPTION_ID],
+                &listen.original_id,
+            )
+            .is_err()
+        {
+            return Vec::new();
+        }
+        vec![Delivery::Request {
+            request: stream.clone(),
+            message: tagged,
+            last: false,
+        }]
     }
 
     fn broadcast(&self, message: RawMessage) -> Vec<Delivery> {
         self.broadcast_to(message, |_| true)
     }
 
-    /// Every port `wants` (in port order), then rmcp.
+    /// Every legacy port `wants` (in port order), then rmcp. Modern ports have no session
+    /// stream; they hear what they listen for.
     fn broadcast_to(
         &self,
         message: RawMessage,
@@ -664,7 +1499,7 @@ impl Router {
         let mut ports: Vec<PortId> = self
             .ports
             .iter()
-            .filter(|(_, entry)| wants(entry))
+            .filter(|(_, entry)| entry.spec.era == Era::Legacy && wants(entry))
             .map(|(port, _)| *port)
             .collect();
         ports.sort_unstable();
@@ -705,27 +1540,29 @@ impl Router {
             Origin::Stdio | Origin::Get => self.sole_capable_port(&method).map_err(Some),
         };
         match routed {
+            Ok((port, request)) if self.port_era(port) == Era::Modern => {
+                self.hold_for_input(port, &request, id, &method, &message)
+            }
             Ok((port, request)) => {
-                self.server_requests.insert(
-                    id,
-                    Owner::Port {
-                        port,
-                        request: request.clone(),
-                    },
-                );
+                let stream = self
+                    .requests
+                    .get(&request)
+                    .map_or_else(|| request.clone(), |p| p.stream.clone());
+                self.server_requests
+                    .insert(id, Owner::Port { port, request });
                 vec![Delivery::Request {
-                    request,
+                    request: stream,
                     message,
                     last: false,
                 }]
             }
-            // The gateway's own client answers what it caused, pings and methods it may know
-            // better, and anything while its own requests are in flight (they may be the
-            // cause). `roots/list` is answered by it too: the gateway exposes no roots.
             Err(None) => {
                 self.server_requests.insert(id, Owner::Rmcp);
                 vec![Delivery::Rmcp(message)]
             }
+            // The gateway's own client answers pings and methods it may know better, and
+            // anything while its own requests are in flight (they may be the cause).
+            // `roots/list` is answered by it too: the gateway exposes no roots.
             Err(Some(_))
                 if !is_client_capability(&method)
                     || method == "roots/list"
@@ -745,20 +1582,66 @@ impl Router {
         }
     }
 
+    fn port_era(&self, port: PortId) -> Era {
+        self.ports.get(&port).map_or(Era::Legacy, |e| e.spec.era)
+    }
+
+    /// A legacy server asks a modern client's call for input: the call is held, and the client
+    /// gets an input-required answer whose `requestState` names the held call.
+    fn hold_for_input(
+        &mut self,
+        port: PortId,
+        request: &Key,
+        server_request: Key,
+        method: &str,
+        message: &RawMessage,
+    ) -> Vec<Delivery> {
+        let Some(pending) = self.requests.get_mut(request) else {
+            return Vec::new();
+        };
+        let stream = pending.stream.clone();
+        let original_id = pending.original_id.clone();
+        pending.held = Some(server_request.clone());
+        self.next += 1;
+        let handle = handle(self.secret, self.next);
+        self.held.insert(handle.clone(), stream.clone());
+        let params = message.member("params").map(ToOwned::to_owned);
+        self.held_requests
+            .insert(server_request.clone(), (method.to_owned(), params.clone()));
+        self.server_requests.insert(
+            server_request,
+            Owner::Held {
+                stream: stream.clone(),
+            },
+        );
+        // The client's exchange ends here; the held call belongs to no port until the retry.
+        if let Some(entry) = self.ports.get_mut(&port) {
+            entry.in_flight.retain(|k| k != request);
+        }
+        let answer = RawMessage::response(
+            &original_id,
+            &era::input_required("input", method, params.as_deref(), &handle),
+        );
+        vec![Delivery::Request {
+            request: stream,
+            message: answer,
+            last: true,
+        }]
+    }
+
     fn allows(&self, port: PortId, method: &str) -> bool {
         self.ports
             .get(&port)
-            .is_some_and(|entry| entry.capabilities.allows(method))
+            .is_some_and(|entry| entry.spec.capabilities.allows(method))
     }
 
     /// Where the wire does not say what caused a server request: the one port with requests in
     /// flight that declared the capability (its newest request); none or several cannot be
     /// told apart.
     fn sole_capable_port(&self, method: &str) -> Result<(PortId, Key), String> {
-        let mut candidates = self
-            .ports
-            .iter()
-            .filter(|(_, entry)| !entry.in_flight.is_empty() && entry.capabilities.allows(method));
+        let mut candidates = self.ports.iter().filter(|(_, entry)| {
+            !entry.in_flight.is_empty() && entry.spec.capabilities.allows(method)
+        });
         let Some((port, entry)) = candidates.next() else {
             return Err(
                 "no client session that declared the capability for it has a request in flight"
@@ -777,6 +1660,19 @@ impl Router {
             .map(|key| (*port, key.clone()))
             .ok_or_else(|| "the session's request has ended".to_owned())
     }
+}
+
+/// An unguessable handle for a held call (SipHash, keyed by the router's secret).
+fn handle(secret: [u64; 2], n: u64) -> String {
+    use std::hash::Hasher;
+    let mut parts = [0u64; 2];
+    for (i, part) in parts.iter_mut().enumerate() {
+        #[allow(deprecated)]
+        let mut hasher = std::hash::SipHasher::new_with_keys(secret[0], secret[1] ^ i as u64);
+        hasher.write_u64(n);
+        *part = hasher.finish();
+    }
+    format!("gw{:016x}{:016x}", parts[0], parts[1])
 }
 
 /// Methods a server may call only on clients that declared a capability for them.
@@ -804,6 +1700,13 @@ mod tests {
 
     fn msg(text: &str) -> RawMessage {
         RawMessage::parse(text).unwrap()
+    }
+
+    fn legacy(capabilities: PortCapabilities) -> PortSpec {
+        PortSpec {
+            capabilities,
+            ..PortSpec::default()
+        }
     }
 
     fn all_caps() -> PortCapabilities {
@@ -835,16 +1738,17 @@ mod tests {
     #[test]
     fn port_requests_get_fresh_ids_and_tokens_that_are_restored() {
         let mut r = Router::default();
-        r.open_port(1, all_caps());
-        r.open_port(2, all_caps());
+        r.open_port(1, legacy(all_caps()));
+        r.open_port(2, legacy(all_caps()));
         let (k1, d1) = r
             .port_request(1, msg(r#"{"jsonrpc":"2.0","id":"same","method":"tools/call","params":{"_meta":{"progressToken":"tokA"}}}"#))
-            .unwrap();
+            .map(Accepted::into_parts).unwrap();
         let (k2, _) = r
             .port_request(
                 2,
                 msg(r#"{"jsonrpc":"2.0","id":"same","method":"tools/call"}"#),
             )
+            .map(Accepted::into_parts)
             .unwrap();
         assert_ne!(k1, k2);
         assert_eq!(
@@ -915,7 +1819,7 @@ mod tests {
         );
         assert!(matches!(&d[..], [Delivery::Rmcp(_)]));
         assert_eq!(
-            r.initialize_result().unwrap().get(),
+            r.handshake_result().unwrap().get(),
             r#"{"protocolVersion":"2025-11-25","x-extra":true}"#
         );
         let unknown = r.upstream(
@@ -928,8 +1832,8 @@ mod tests {
     #[test]
     fn session_notifications_reach_every_port_and_rmcp() {
         let mut r = Router::default();
-        r.open_port(1, PortCapabilities::default());
-        r.open_port(2, PortCapabilities::default());
+        r.open_port(1, legacy(PortCapabilities::default()));
+        r.open_port(2, legacy(PortCapabilities::default()));
         let d = r.upstream(
             msg(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#),
             &Origin::Post("1".into()),
@@ -948,10 +1852,11 @@ mod tests {
     #[test]
     fn logging_on_a_request_stream_stays_with_that_request() {
         let mut r = Router::default();
-        r.open_port(1, PortCapabilities::default());
-        r.open_port(2, PortCapabilities::default());
+        r.open_port(1, legacy(PortCapabilities::default()));
+        r.open_port(2, legacy(PortCapabilities::default()));
         let (k, _) = r
             .port_request(1, msg(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call"}"#))
+            .map(Accepted::into_parts)
             .unwrap();
         let log = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#;
         let d = r.upstream(msg(log), &Origin::Post(k.clone()));
@@ -965,13 +1870,15 @@ mod tests {
     #[test]
     fn server_requests_follow_their_cause_over_http() {
         let mut r = Router::default();
-        r.open_port(1, all_caps());
-        r.open_port(2, PortCapabilities::default());
+        r.open_port(1, legacy(all_caps()));
+        r.open_port(2, legacy(PortCapabilities::default()));
         let (k1, _) = r
             .port_request(1, msg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#))
+            .map(Accepted::into_parts)
             .unwrap();
         let (k2, _) = r
             .port_request(2, msg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#))
+            .map(Accepted::into_parts)
             .unwrap();
         let elicit = r#"{"jsonrpc":"2.0","id":40,"method":"elicitation/create","params":{}}"#;
         let d = r.upstream(msg(elicit), &Origin::Post(k1.clone()));
@@ -1004,8 +1911,8 @@ mod tests {
     fn without_a_cause_on_the_wire_server_requests_go_to_the_one_capable_busy_port() {
         for origin in [Origin::Stdio, Origin::Get] {
             let mut r = Router::default();
-            r.open_port(1, all_caps());
-            r.open_port(2, PortCapabilities::default());
+            r.open_port(1, legacy(all_caps()));
+            r.open_port(2, legacy(PortCapabilities::default()));
             let elicit = r#"{"jsonrpc":"2.0","id":7,"method":"elicitation/create","params":{}}"#;
             // Nobody busy: the gateway answers with the reason.
             let d = r.upstream(msg(elicit), &origin);
@@ -1015,9 +1922,11 @@ mod tests {
             );
             let (k1, _) = r
                 .port_request(1, msg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#))
+                .map(Accepted::into_parts)
                 .unwrap();
             // A busy port that cannot answer does not count, and neither does rmcp being busy.
             r.port_request(2, msg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#))
+                .map(Accepted::into_parts)
                 .unwrap();
             r.rmcp_outgoing(msg(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call"}"#));
             let d = r.upstream(msg(&elicit.replace("7", "8")), &origin);
@@ -1026,8 +1935,9 @@ mod tests {
                 "{d:?}"
             );
             // Two capable busy ports cannot be told apart; rmcp, busy, answers.
-            r.open_port(3, all_caps());
+            r.open_port(3, legacy(all_caps()));
             r.port_request(3, msg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#))
+                .map(Accepted::into_parts)
                 .unwrap();
             let d = r.upstream(msg(&elicit.replace("7", "9")), &origin);
             assert!(matches!(&d[..], [Delivery::Rmcp(_)]), "{d:?}");
@@ -1048,7 +1958,7 @@ mod tests {
     fn subscriptions_are_counted_per_port_and_updates_reach_subscribers_only() {
         let mut r = Router::default();
         for port in 1..=3 {
-            r.open_port(port, PortCapabilities::default());
+            r.open_port(port, legacy(PortCapabilities::default()));
         }
         let sub = |uri: &str| {
             msg(&format!(
@@ -1072,7 +1982,10 @@ mod tests {
                 .collect()
         };
         // The first subscriber goes upstream; the second is answered here.
-        let (_, d) = r.port_request(1, sub("a")).unwrap();
+        let (_, d) = r
+            .port_request(1, sub("a"))
+            .map(Accepted::into_parts)
+            .unwrap();
         assert_eq!(upstream_text(&d).len(), 1);
         let answered = r.port_request(2, sub("a")).unwrap_err();
         assert_eq!(answered.as_str(), r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
@@ -1082,18 +1995,27 @@ mod tests {
         assert!(r.port_request(1, unsub("a")).is_err());
         assert_eq!(ports_of(&r.upstream(updated.clone(), &Origin::Get)), [2]);
         // The last one does, upstream.
-        let (_, d) = r.port_request(2, unsub("a")).unwrap();
+        let (_, d) = r
+            .port_request(2, unsub("a"))
+            .map(Accepted::into_parts)
+            .unwrap();
         assert!(upstream_text(&d)[0].contains("resources/unsubscribe"));
         assert!(ports_of(&r.upstream(updated, &Origin::Get)).is_empty());
         // A refused subscription is not counted.
-        let (k, _) = r.port_request(3, sub("b")).unwrap();
+        let (k, _) = r
+            .port_request(3, sub("b"))
+            .map(Accepted::into_parts)
+            .unwrap();
         r.upstream(
             msg(&format!(
                 r#"{{"jsonrpc":"2.0","id":{k},"error":{{"code":-32602,"message":"no"}}}}"#
             )),
             &Origin::Stdio,
         );
-        let (_, d) = r.port_request(1, sub("b")).unwrap();
+        let (_, d) = r
+            .port_request(1, sub("b"))
+            .map(Accepted::into_parts)
+            .unwrap();
         assert_eq!(
             upstream_text(&d).len(),
             1,
@@ -1112,19 +2034,25 @@ mod tests {
     #[test]
     fn log_levels_are_kept_per_port() {
         let mut r = Router::default();
-        r.open_port(1, PortCapabilities::default());
-        r.open_port(2, PortCapabilities::default());
-        r.open_port(3, PortCapabilities::default());
+        r.open_port(1, legacy(PortCapabilities::default()));
+        r.open_port(2, legacy(PortCapabilities::default()));
+        r.open_port(3, legacy(PortCapabilities::default()));
         let set = |level: &str| {
             msg(&format!(
                 r#"{{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{{"level":"{level}"}}}}"#
             ))
         };
         // Port 1 wants errors: upstream is asked for errors.
-        let (_, d) = r.port_request(1, set("error")).unwrap();
+        let (_, d) = r
+            .port_request(1, set("error"))
+            .map(Accepted::into_parts)
+            .unwrap();
         assert!(upstream_text(&d)[0].contains(r#""level":"error""#));
         // Port 2 wants debug: more verbose, upstream again.
-        let (_, d) = r.port_request(2, set("debug")).unwrap();
+        let (_, d) = r
+            .port_request(2, set("debug"))
+            .map(Accepted::into_parts)
+            .unwrap();
         assert!(upstream_text(&d)[0].contains(r#""level":"debug""#));
         // Port 1 again, warnings: upstream already sends more, answered here.
         assert!(r.port_request(1, set("warning")).is_err());
@@ -1156,12 +2084,13 @@ mod tests {
     #[test]
     fn cancellation_and_closing_clean_up_upstream() {
         let mut r = Router::default();
-        r.open_port(1, all_caps());
+        r.open_port(1, legacy(all_caps()));
         let (k, _) = r
             .port_request(
                 1,
                 msg(r#"{"jsonrpc":"2.0","id":"a","method":"tools/call"}"#),
             )
+            .map(Accepted::into_parts)
             .unwrap();
         let d = r.port_notification(
             1,
@@ -1180,6 +2109,7 @@ mod tests {
                 1,
                 msg(r#"{"jsonrpc":"2.0","id":"b","method":"tools/call"}"#),
             )
+            .map(Accepted::into_parts)
             .unwrap();
         r.upstream(
             msg(r#"{"jsonrpc":"2.0","id":9,"method":"elicitation/create","params":{}}"#),
@@ -1199,7 +2129,7 @@ mod tests {
     #[test]
     fn initialized_and_roots_changes_from_ports_are_swallowed() {
         let mut r = Router::default();
-        r.open_port(1, all_caps());
+        r.open_port(1, legacy(all_caps()));
         assert!(
             r.port_notification(
                 1,
@@ -1224,9 +2154,10 @@ mod tests {
     #[test]
     fn timed_out_requests_are_cancelled_upstream_once() {
         let mut r = Router::default();
-        r.open_port(1, all_caps());
+        r.open_port(1, legacy(all_caps()));
         let (k, d) = r
             .port_request(1, msg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#))
+            .map(Accepted::into_parts)
             .unwrap();
         assert_eq!(request_key(&d), k);
         assert_eq!(r.abandon(&k, "timed out").len(), 1);

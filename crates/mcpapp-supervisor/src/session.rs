@@ -19,9 +19,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, warn};
 
+use crate::era::{self, Era, Probe};
 use crate::link::{Link, LinkEvent};
 use crate::raw::{MessageKind, RawError, RawMessage, raw_json, raw_string};
-use crate::router::{Delivery, Key, PortCapabilities, PortId, Router};
+use crate::router::{Delivery, Key, PortCapabilities, PortId, PortSpec, Router};
 
 /// Notifications kept for a port that does not read them fast enough.
 const PORT_BACKLOG: usize = 256;
@@ -40,7 +41,7 @@ enum HubCommand {
     FromRmcp(RawMessage),
     OpenPort {
         port: PortId,
-        capabilities: PortCapabilities,
+        spec: PortSpec,
         notifications: mpsc::Sender<RawMessage>,
     },
     PortRequest {
@@ -65,9 +66,14 @@ enum HubCommand {
         port: PortId,
         reason: String,
     },
-    InitializeResult {
-        reply: oneshot::Sender<Option<Box<RawValue>>>,
+    Handshake {
+        reply: oneshot::Sender<(Era, Option<Box<RawValue>>)>,
     },
+    /// Sends a `server/discover` of the hub's own and hands back its answer.
+    Probe {
+        reply: oneshot::Sender<RawMessage>,
+    },
+    SetEra(Era),
 }
 
 struct Hub {
@@ -82,6 +88,8 @@ struct Hub {
     request_timeout: Duration,
     /// Ports already warned about for not reading their notifications.
     lagging: std::collections::HashSet<PortId>,
+    /// The hub's own requests (the era probe) waiting for their answer.
+    probes: HashMap<Key, oneshot::Sender<RawMessage>>,
     garbage: Vec<String>,
     closed: watch::Sender<Option<String>>,
 }
@@ -127,6 +135,11 @@ impl Hub {
                         }
                     }
                 }
+                Delivery::Gateway { key, message } => {
+                    if let Some(waiter) = self.probes.remove(&key) {
+                        let _ = waiter.send(message);
+                    }
+                }
                 Delivery::Drop { reason } => debug!("dropped a message: {reason}"),
             }
         }
@@ -140,10 +153,10 @@ impl Hub {
             }
             HubCommand::OpenPort {
                 port,
-                capabilities,
+                spec,
                 notifications,
             } => {
-                self.router.open_port(port, capabilities);
+                self.router.open_port(port, spec);
                 self.ports.insert(port, notifications);
             }
             HubCommand::PortRequest {
@@ -152,17 +165,21 @@ impl Hub {
                 stream,
                 accepted,
             } => match self.router.port_request(port, message) {
-                Ok((key, deliveries)) => {
-                    self.deadlines.push(Reverse((
-                        Instant::now() + self.request_timeout,
-                        key.clone(),
-                    )));
-                    self.requests.insert(key.clone(), stream);
-                    let _ = accepted.send(Ok(key));
-                    self.deliver(deliveries);
+                Ok(taken) => {
+                    if taken.bounded {
+                        self.deadlines.push(Reverse((
+                            Instant::now() + self.request_timeout,
+                            taken.stream.clone(),
+                        )));
+                    }
+                    self.requests.insert(taken.stream.clone(), stream);
+                    let _ = accepted.send(Ok(taken.stream));
+                    self.deliver(taken.deliveries);
                 }
                 Err(response) => {
                     let _ = accepted.send(Err(response));
+                    let pending = self.router.take_pending();
+                    self.deliver(pending);
                 }
             },
             HubCommand::PortNotification { port, message } => {
@@ -184,8 +201,23 @@ impl Hub {
                 let deliveries = self.router.close_port(port, &reason);
                 self.deliver(deliveries);
             }
-            HubCommand::InitializeResult { reply } => {
-                let _ = reply.send(self.router.initialize_result().map(ToOwned::to_owned));
+            HubCommand::Handshake { reply } => {
+                let _ = reply.send((
+                    self.router.upstream_era(),
+                    self.router.handshake_result().map(ToOwned::to_owned),
+                ));
+            }
+            HubCommand::Probe { reply } => {
+                let (key, delivery) = self.router.probe(
+                    &crate::client::gateway_info_json(),
+                    &crate::client::gateway_capabilities_json(),
+                );
+                self.probes.insert(key, reply);
+                self.deliver(vec![delivery]);
+            }
+            HubCommand::SetEra(era) => {
+                self.router.set_upstream_era(era);
+                self.link.set_era(era);
             }
         }
     }
@@ -279,6 +311,19 @@ impl Hub {
     }
 }
 
+/// A random secret for the router's `requestState` handles: the process's random hash keys.
+fn secret() -> [u64; 2] {
+    use std::hash::{BuildHasher, Hasher};
+    let state = std::collections::hash_map::RandomState::new();
+    let mut parts = [0u64; 2];
+    for (i, part) in parts.iter_mut().enumerate() {
+        let mut hasher = state.build_hasher();
+        hasher.write_usize(i);
+        *part = hasher.finish();
+    }
+    parts
+}
+
 /// Sleeps until `deadline`, or for ever without one.
 async fn sleep_until_some(deadline: Option<Instant>) {
     match deadline {
@@ -301,6 +346,8 @@ pub(crate) async fn closed_reason(closed: &mut watch::Receiver<Option<String>>) 
 pub(crate) struct Connection {
     pub(crate) client:
         rmcp::service::RunningService<rmcp::RoleClient, crate::client::GatewayClient>,
+    /// The era the upstream speaks.
+    pub(crate) era: Era,
     hub: mpsc::UnboundedSender<HubCommand>,
     link: Arc<Link>,
     closed: watch::Receiver<Option<String>>,
@@ -318,9 +365,24 @@ impl std::fmt::Debug for Connection {
     }
 }
 
+/// How to find out which era an app speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EraChoice {
+    /// Ask with `server/discover` first; fall back to `initialize`.
+    Auto,
+    /// `initialize` at once.
+    Legacy,
+}
+
+/// How long the era probe waits for an answer before taking the server for a legacy one.
+const PROBE_WAIT: Duration = Duration::from_secs(3);
+
 /// Why a handshake failed.
 #[derive(Debug)]
 pub(crate) enum HandshakeError {
+    /// The link closed while the era probe waited (some servers end on any request before
+    /// `initialize`); start again without probing.
+    ProbeClosed(String),
     /// The link closed first; the reason says how.
     LinkClosed(String),
     /// rmcp refused the handshake.
@@ -336,6 +398,7 @@ impl Connection {
         link_events: mpsc::UnboundedReceiver<LinkEvent>,
         handler: crate::client::GatewayClient,
         request_timeout: Duration,
+        choice: EraChoice,
     ) -> Result<Connection, HandshakeError> {
         let link = Arc::new(link);
         let (rmcp_io, hub_io) = tokio::io::duplex(DUPLEX_BYTES);
@@ -377,7 +440,7 @@ impl Connection {
             .instrument(span.clone()),
         );
         let hub = Hub {
-            router: Router::default(),
+            router: Router::with_secret(secret()),
             link: link.clone(),
             to_rmcp,
             ports: HashMap::new(),
@@ -385,13 +448,45 @@ impl Connection {
             deadlines: BinaryHeap::new(),
             request_timeout,
             lagging: std::collections::HashSet::new(),
+            probes: HashMap::new(),
             garbage: Vec::new(),
             closed: closed_tx,
         };
         tokio::spawn(hub.run(link_events, commands_rx).instrument(span));
 
         let mut closed = closed_rx.clone();
-        let handshake = rmcp::ServiceExt::serve(handler, rmcp_io);
+        let era = match choice {
+            EraChoice::Legacy => Era::Legacy,
+            EraChoice::Auto => {
+                let (reply, answer) = oneshot::channel();
+                let _ = commands.send(HubCommand::Probe { reply });
+                tokio::select! {
+                    answer = tokio::time::timeout(PROBE_WAIT, answer) => match answer {
+                        Ok(Ok(answer)) if era::classify_probe(&answer) == Probe::Modern => Era::Modern,
+                        // An error, a refusal or silence: a server of the initialize era.
+                        _ => Era::Legacy,
+                    },
+                    reason = closed_reason(&mut closed) => return Err(HandshakeError::ProbeClosed(reason)),
+                }
+            }
+        };
+        debug!(?era, "the app's protocol era");
+        let _ = commands.send(HubCommand::SetEra(era));
+        let handshake = async {
+            match era {
+                Era::Legacy => rmcp::ServiceExt::serve(handler, rmcp_io).await,
+                Era::Modern => {
+                    rmcp::ClientServiceExt::serve_with_lifecycle(
+                        handler,
+                        rmcp_io,
+                        rmcp::ClientLifecycleMode::Discover {
+                            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+                        },
+                    )
+                    .await
+                }
+            }
+        };
         let client = tokio::select! {
             result = handshake => result.map_err(|e| {
                 let reason = closed_rx.borrow().clone();
@@ -404,6 +499,7 @@ impl Connection {
         };
         Ok(Connection {
             client,
+            era,
             hub: commands,
             link,
             closed: closed_rx,
@@ -432,10 +528,10 @@ impl Connection {
     /// Opens a port on this session for a client whose `initialize` request is `initialize`,
     /// and returns it with the answer to give that client.
     ///
-    /// The answer is the upstream's own `InitializeResult` under the client's id, with the
-    /// protocol version the port will speak: the client's, when it is one of
-    /// [`PORT_PROTOCOL_VERSIONS`] no newer than the upstream's; else the upstream's (which the
-    /// client may accept or refuse, as with any server).
+    /// The answer is the upstream's own `InitializeResult` under the client's id (for a
+    /// modern upstream, one made from its `server/discover` result), with the protocol
+    /// version the port will speak: the client's, when it is one of
+    /// [`PORT_PROTOCOL_VERSIONS`] the session can serve; else the newest the session can.
     pub(crate) async fn open_port(
         self: &Arc<Self>,
         initialize: &RawMessage,
@@ -445,59 +541,109 @@ impl Connection {
                 "initialize needs an id".to_owned(),
             )));
         };
-        let declared = |name: &str| {
-            initialize
-                .get_path(&["params", "capabilities", name])
-                .is_some_and(|v| v.get() != "null")
-        };
-        let capabilities = PortCapabilities {
-            elicitation: declared("elicitation"),
-            sampling: declared("sampling"),
-            roots: declared("roots"),
+        let client_capabilities = initialize.get_path(&["params", "capabilities"]);
+        let spec = PortSpec {
+            era: Era::Legacy,
+            capabilities: PortCapabilities::from_json(client_capabilities.as_deref()),
+            client_capabilities,
+            client_info: initialize.get_path(&["params", "clientInfo"]),
         };
         let requested = initialize
             .get_path(&["params", "protocolVersion"])
             .and_then(|v| serde_json::from_str::<String>(v.get()).ok());
+        let (upstream_era, handshake) = self.handshake().await?;
+        let (version, result) = match upstream_era {
+            Era::Legacy => {
+                let upstream = serde_json::from_str::<serde_json::Value>(handshake.get())
+                    .ok()
+                    .and_then(|r| r["protocolVersion"].as_str().map(str::to_owned))
+                    .unwrap_or_else(|| newest_port_version().to_owned());
+                let version = negotiate(requested.as_deref(), &upstream);
+                let mut result = handshake;
+                if version != upstream {
+                    let mut edited = RawMessage::response(&id, &result);
+                    if edited
+                        .set_path(&["result", "protocolVersion"], &raw_string(&version))
+                        .is_ok()
+                        && let Some(member) = edited.member("result")
+                    {
+                        result = member.to_owned();
+                    }
+                }
+                (version, result)
+            }
+            Era::Modern => {
+                // Every legacy version can be served from a modern upstream.
+                let version = negotiate(requested.as_deref(), newest_port_version());
+                let result = era::initialize_from_discover(&handshake, &version, &self.app_id);
+                (version, result)
+            }
+        };
+        let port = self.new_port(spec, version)?;
+        Ok((port, RawMessage::response(&id, &result)))
+    }
+
+    /// Opens a port for one request of a modern client (no session: each request declares
+    /// its own capabilities). It lives as long as the request's exchange.
+    pub(crate) fn open_modern_port(
+        self: &Arc<Self>,
+        request: &RawMessage,
+    ) -> Result<Port, PortError> {
+        let client_capabilities = era::request_capabilities(request);
+        let spec = PortSpec {
+            era: Era::Modern,
+            capabilities: PortCapabilities::from_json(client_capabilities.as_deref()),
+            client_capabilities,
+            client_info: None,
+        };
+        self.new_port(spec, era::MODERN.to_owned())
+    }
+
+    /// The `server/discover` result a modern client gets: the app's own (or one made from
+    /// its `InitializeResult`), listing the versions the gateway offers.
+    pub(crate) async fn discover_result(&self) -> Result<Box<RawValue>, PortError> {
+        let (upstream_era, handshake) = self.handshake().await?;
+        Ok(match upstream_era {
+            Era::Legacy => era::discover_from_initialize(&handshake),
+            Era::Modern => era::discover_for_clients(&handshake),
+        })
+    }
+
+    async fn handshake(&self) -> Result<(Era, Box<RawValue>), PortError> {
+        let (reply, result) = oneshot::channel();
+        self.hub
+            .send(HubCommand::Handshake { reply })
+            .map_err(|_| PortError::SessionGone)?;
+        let (upstream_era, handshake) = result.await.map_err(|_| PortError::SessionGone)?;
+        Ok((upstream_era, handshake.ok_or(PortError::SessionGone)?))
+    }
+
+    fn new_port(
+        self: &Arc<Self>,
+        spec: PortSpec,
+        protocol_version: String,
+    ) -> Result<Port, PortError> {
         let port = self.next_port.fetch_add(1, Ordering::Relaxed);
         let (notifications, notifications_rx) = mpsc::channel(PORT_BACKLOG);
         self.hub
             .send(HubCommand::OpenPort {
                 port,
-                capabilities,
+                spec,
                 notifications,
             })
             .map_err(|_| PortError::SessionGone)?;
-        let (reply, result) = oneshot::channel();
-        self.hub
-            .send(HubCommand::InitializeResult { reply })
-            .map_err(|_| PortError::SessionGone)?;
-        let mut result = result
-            .await
-            .map_err(|_| PortError::SessionGone)?
-            .ok_or(PortError::SessionGone)?;
-        let upstream = serde_json::from_str::<serde_json::Value>(result.get())
-            .ok()
-            .and_then(|r| r["protocolVersion"].as_str().map(str::to_owned))
-            .unwrap_or_else(|| PORT_PROTOCOL_VERSIONS[PORT_PROTOCOL_VERSIONS.len() - 1].to_owned());
-        let version = negotiate(requested.as_deref(), &upstream);
-        if version != upstream {
-            let mut edited = RawMessage::response(&id, &result);
-            if edited
-                .set_path(&["result", "protocolVersion"], &raw_string(&version))
-                .is_ok()
-                && let Some(member) = edited.member("result")
-            {
-                result = member.to_owned();
-            }
-        }
-        let port = Port {
+        Ok(Port {
             id: port,
             hub: self.hub.clone(),
             notifications: std::sync::Mutex::new(Some(notifications_rx)),
-            protocol_version: version,
-        };
-        Ok((port, RawMessage::response(&id, &result)))
+            protocol_version,
+            connection: Arc::downgrade(self),
+        })
     }
+}
+
+fn newest_port_version() -> &'static str {
+    PORT_PROTOCOL_VERSIONS[PORT_PROTOCOL_VERSIONS.len() - 1]
 }
 
 /// The version a port speaks: the client's when the gateway serves it and the upstream
@@ -548,6 +694,8 @@ pub struct Port {
     hub: mpsc::UnboundedSender<HubCommand>,
     notifications: std::sync::Mutex<Option<mpsc::Receiver<RawMessage>>>,
     protocol_version: String,
+    /// For `server/discover`, answered from the session's handshake.
+    connection: std::sync::Weak<Connection>,
 }
 
 impl Port {
@@ -626,6 +774,11 @@ impl Port {
                     -32600,
                     "this session is already initialized",
                 )));
+            }
+            Some("server/discover") => {
+                let connection = self.connection.upgrade().ok_or(PortError::SessionGone)?;
+                let result = connection.discover_result().await?;
+                return Ok(PortReply::Response(RawMessage::response(&id, &result)));
             }
             Some("ping") => {
                 return Ok(PortReply::Response(RawMessage::response(

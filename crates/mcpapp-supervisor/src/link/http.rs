@@ -86,6 +86,8 @@ struct Inner {
     positions: Mutex<HashMap<Key, StreamPosition>>,
     events: LinkEvents,
     get_started: AtomicBool,
+    /// The upstream speaks 2026-07-28 (set once the session is open).
+    modern: AtomicBool,
     closed: AtomicBool,
     stop: CancellationToken,
     span: tracing::Span,
@@ -110,6 +112,7 @@ pub(crate) fn connect(spec: HttpSpec, events: LinkEvents) -> Result<HttpLink, re
         positions: Mutex::default(),
         events,
         get_started: AtomicBool::new(false),
+        modern: AtomicBool::new(false),
         closed: AtomicBool::new(false),
         stop: CancellationToken::new(),
         span: tracing::Span::current(),
@@ -128,8 +131,29 @@ async fn dispatch(
     let mut handed_over: Vec<oneshot::Receiver<()>> = Vec::new();
     // Requests whose answer has not begun (no response head yet), by key.
     let mut unanswered: HashMap<Key, oneshot::Receiver<()>> = HashMap::new();
+    // The exchanges of requests, to end one when it is cancelled (the modern era's way).
+    let mut exchanges: HashMap<Key, tokio::task::AbortHandle> = HashMap::new();
     while let Some((message, request)) = queue.recv().await {
         let method = message.method();
+        if inner.modern.load(Ordering::SeqCst) && request.is_none() {
+            // A modern HTTP server takes no notifications: a cancellation closes the request's
+            // response stream; anything else has no meaning there.
+            if method.as_deref() == Some("notifications/cancelled")
+                && let Some(key) = message
+                    .get_path(&["params", "requestId"])
+                    .map(|id| id.get().trim().to_owned())
+                && let Some(exchange) = exchanges.remove(&key)
+            {
+                exchange.abort();
+                inner.fail_request(&Some(key), "the request was cancelled");
+            } else if method.as_deref() != Some("notifications/cancelled") {
+                debug!(
+                    ?method,
+                    "a notification has no place on a 2026-07-28 HTTP session; dropped"
+                );
+            }
+            continue;
+        }
         let barrier = request.is_none() || method.as_deref() == Some("initialize");
         if let Some(key) = request.clone().filter(|_| !barrier) {
             let (sent, sent_rx) = oneshot::channel();
@@ -138,10 +162,11 @@ async fn dispatch(
             handed_over.retain(|rx| rx.is_empty() && !rx.is_terminated());
             handed_over.push(sent_rx);
             unanswered.retain(|_, rx| rx.is_empty() && !rx.is_terminated());
-            unanswered.insert(key, responding_rx);
+            unanswered.insert(key.clone(), responding_rx);
+            exchanges.retain(|_, exchange| !exchange.is_finished());
             let inner = inner.clone();
             let span = inner.span.clone();
-            tokio::spawn(
+            let exchange = tokio::spawn(
                 async move {
                     inner
                         .post(message, request, Some(sent), Some(responding))
@@ -149,6 +174,7 @@ async fn dispatch(
                 }
                 .instrument(span),
             );
+            exchanges.insert(key, exchange.abort_handle());
             continue;
         }
         for rx in handed_over.drain(..) {
@@ -225,6 +251,12 @@ impl Drop for HandedOver {
 }
 
 impl HttpLink {
+    pub(crate) fn set_era(&self, era: crate::era::Era) {
+        self.inner
+            .modern
+            .store(era == crate::era::Era::Modern, Ordering::SeqCst);
+    }
+
     pub(crate) fn send(&self, message: RawMessage, request: Option<Key>) {
         if let Err(mpsc::error::SendError((_, request))) = self.outgoing.send((message, request)) {
             self.inner
@@ -319,10 +351,13 @@ impl Inner {
         let method = message.method();
         let is_initialize = method.as_deref() == Some("initialize");
         let is_initialized = method.as_deref() == Some("notifications/initialized");
-        let headers = if is_initialize {
-            self.spec.headers.clone()
-        } else {
-            self.session_headers()
+        let headers = match crate::era::request_version(&message) {
+            // A modern request stands alone: its era's headers, no session.
+            Some(version) if crate::era::is_modern(&version) => {
+                modern_headers(&self.spec.headers, &message, &version)
+            }
+            _ if is_initialize => self.spec.headers.clone(),
+            _ => self.session_headers(),
         };
         let body = bytes::Bytes::from(message.into_string());
         let body = reqwest::Body::wrap(HandedOver {
@@ -698,6 +733,52 @@ impl Inner {
                 () = self.stop.cancelled() => return,
             }
         }
+    }
+}
+
+/// The headers of a 2026-07-28 POST (SEP-2243): the version, the method and, for a call,
+/// prompt or read, its name or URI (encoded when it is not plain visible ASCII).
+fn modern_headers(base: &HeaderMap, message: &RawMessage, version: &str) -> HeaderMap {
+    let mut headers = base.clone();
+    if let Ok(value) = HeaderValue::from_str(version) {
+        headers.insert(HeaderName::from_static(PROTOCOL_HEADER), value);
+    }
+    let method = message.method().unwrap_or_default();
+    if let Ok(value) = HeaderValue::from_str(&method) {
+        headers.insert(HeaderName::from_static("mcp-method"), value);
+    }
+    let name_field = match method.as_str() {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    };
+    if let Some(field) = name_field
+        && let Some(name) = message
+            .get_path(&["params", field])
+            .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+        && let Ok(value) = HeaderValue::from_str(&header_text(&name))
+    {
+        headers.insert(HeaderName::from_static("mcp-name"), value);
+    }
+    headers
+}
+
+/// A header value as SEP-2243 writes it: plain visible ASCII as is, anything else (and text
+/// that could be mistaken for the encoding) as `=?base64?…?=`.
+fn header_text(text: &str) -> String {
+    use base64::Engine;
+    let plain = !text.is_empty()
+        && text.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && !text.starts_with(' ')
+        && !text.ends_with(' ')
+        && !text.starts_with("=?");
+    if plain {
+        text.to_owned()
+    } else {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(text.as_bytes())
+        )
     }
 }
 

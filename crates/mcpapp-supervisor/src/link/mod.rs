@@ -49,6 +49,15 @@ impl Link {
         }
     }
 
+    /// Says which era the upstream speaks. A modern HTTP session has no session id and no GET
+    /// stream, carries the era's headers on every POST, and cancels by closing a request's
+    /// response stream.
+    pub(crate) fn set_era(&self, era: crate::era::Era) {
+        if let Self::Http(link) = self {
+            link.set_era(era);
+        }
+    }
+
     /// The process id, for stdio links.
     pub(crate) fn pid(&self) -> Option<u32> {
         match self {

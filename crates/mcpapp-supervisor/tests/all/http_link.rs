@@ -242,8 +242,8 @@ async fn a_json_rpc_error_in_an_http_400_reaches_the_caller_as_that_error() {
     apps.http_app("refuser", &server.url, "{}");
     let (supervisor, app) = running(&apps, "refuser").await;
     let port = open(&app, false).await;
-    // rmcp's server refuses, with HTTP 400 and a JSON-RPC error, a request whose _meta names
-    // another protocol version than its header.
+    // rmcp's server refuses, with HTTP 400 and a JSON-RPC error, a request of an era it does
+    // not speak (this one names 2026-07-28 in its _meta, so it goes as a 2026 request).
     let replies = exchange(
         &port,
         json!({"jsonrpc": "2.0", "id": "bad", "method": "tools/call", "params": {
@@ -255,11 +255,14 @@ async fn a_json_rpc_error_in_an_http_400_reaches_the_caller_as_that_error() {
     let error = json_of(&replies[0]);
     assert_eq!(error["id"], "bad", "{error}");
     assert_eq!(
-        error["error"]["code"], -32020,
+        error["error"]["code"], -32022,
         "the server's own error: {error}"
     );
     let message = error["error"]["message"].as_str().unwrap();
-    assert!(message.contains("does not match"), "{message}");
+    assert!(
+        message.contains("Unsupported protocol version"),
+        "{message}"
+    );
     // The session is unharmed.
     let echoed = call(&app, "echo", json!({"message": "after"})).await;
     assert_eq!(echoed.structured_content.unwrap()["message"], "after");
