@@ -15,6 +15,8 @@ use crate::raw::{RawMessage, raw_json, raw_string};
 
 /// The first revision without `initialize`.
 pub(crate) const MODERN: &str = "2026-07-28";
+/// The protocol version of the era without `initialize` (2026-07-28).
+pub const MODERN_PROTOCOL_VERSION: &str = MODERN;
 /// Request `_meta` keys of the modern era.
 pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 pub(crate) const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -60,6 +62,12 @@ fn meta_string(message: &RawMessage, key: &str) -> Option<String> {
 /// The protocol version a request names in its `_meta`, if any.
 pub(crate) fn request_version(message: &RawMessage) -> Option<String> {
     meta_string(message, META_PROTOCOL_VERSION)
+}
+
+/// The protocol version a request names in its `_meta`
+/// (`io.modelcontextprotocol/protocolVersion`, as 2026-07-28 requests do), if any.
+pub fn request_protocol_version(message: &RawMessage) -> Option<String> {
+    request_version(message)
 }
 
 /// The client capabilities a modern request declares.

@@ -64,6 +64,7 @@ pub use descriptors::{
     Descriptors, MCP_APP_MIME, PromptArgumentDescriptor, PromptDescriptor, ResourceDescriptor,
     ResourceTemplateDescriptor, ToolDescriptor, Visibility, is_mcp_app_mime,
 };
+pub use era::{MODERN_PROTOCOL_VERSION, request_protocol_version};
 pub use error::{CallError, ControlError};
 pub use events::SupervisorEvent;
 pub use handle::AppHandle;

@@ -22,6 +22,7 @@
 #![allow(clippy::result_large_err)]
 
 mod events;
+mod modern;
 mod sessions;
 
 use std::convert::Infallible;
@@ -52,6 +53,13 @@ use crate::streamable::{
     LAST_EVENT_ID_HEADER, PROTOCOL_HEADER, SESSION_HEADER, VERSION_WITHOUT_HEADER, accepts,
     header_text, json_reply, rpc_error,
 };
+
+/// Which era a client speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Era {
+    Legacy,
+    Modern,
+}
 
 /// How long a response may take before the reply switches from JSON to an event stream.
 const JSON_WINDOW: Duration = Duration::from_secs(1);
@@ -160,6 +168,9 @@ pub(crate) async fn post(
     };
     if message.kind() == MessageKind::Request && message.method().as_deref() == Some("initialize") {
         return initialize(&state, &app, &message).await;
+    }
+    if modern::is_modern(&headers, &message) {
+        return modern::post(&state, &app, &query, &headers, message).await;
     }
     let id = message.id().map(ToOwned::to_owned);
     let (session_key, session, busy) = match session_of(&state, &app, &headers, id.as_deref()) {
@@ -339,7 +350,7 @@ async fn forward(
     match session.port.send(message).await {
         Ok(PortReply::Accepted) => StatusCode::ACCEPTED.into_response(),
         Ok(PortReply::Response(response)) => json_reply(response, None),
-        Ok(PortReply::Stream(stream)) => stream_reply(stream, busy).await,
+        Ok(PortReply::Stream(stream)) => stream_reply(stream, busy, Era::Legacy).await,
         Err(PortError::SessionGone) => {
             state.sessions.remove(session_key);
             rpc_error(
@@ -362,9 +373,17 @@ async fn forward(
 /// stream that carries progress, server requests and finally the response, and keeps the
 /// session busy until it ends. If the client goes away first, dropping the stream cancels the
 /// request upstream.
-async fn stream_reply(mut stream: ResponseStream, busy: Busy) -> Response {
+async fn stream_reply(mut stream: ResponseStream, busy: impl Send + 'static, era: Era) -> Response {
     let first = match tokio::time::timeout(JSON_WINDOW, stream.next()).await {
-        Ok(Some(message)) if message.is_response() => return json_reply(message, None),
+        Ok(Some(message)) if message.is_response() => {
+            let status = match era {
+                Era::Modern => modern::status_of(&message),
+                Era::Legacy => StatusCode::OK,
+            };
+            let mut reply = json_reply(message, None);
+            *reply.status_mut() = status;
+            return reply;
+        }
         Ok(Some(message)) => Some(message),
         Ok(None) => {
             return rpc_error(
@@ -394,6 +413,9 @@ pub(crate) async fn get(
     ProxyApp(app): ProxyApp,
     headers: HeaderMap,
 ) -> Response {
+    if let Some(refused) = modern::refuse_get_or_delete(&headers) {
+        return refused;
+    }
     if !accepts(&headers, &["text/event-stream"]) {
         return rpc_error(
             StatusCode::NOT_ACCEPTABLE,
@@ -460,6 +482,9 @@ pub(crate) async fn delete(
     ProxyApp(app): ProxyApp,
     headers: HeaderMap,
 ) -> Response {
+    if let Some(refused) = modern::refuse_get_or_delete(&headers) {
+        return refused;
+    }
     let Some(session_key) = header_text(&headers, &SESSION_HEADER) else {
         return rpc_error(
             StatusCode::BAD_REQUEST,

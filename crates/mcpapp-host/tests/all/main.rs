@@ -8,6 +8,7 @@ mod aggregate;
 mod apps;
 mod chat;
 mod connections;
+mod eras;
 mod faithful;
 mod proxy;
 mod security;
