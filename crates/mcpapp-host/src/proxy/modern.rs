@@ -53,7 +53,7 @@ pub(super) fn status_of(message: &RawMessage) -> StatusCode {
         .and_then(|c| c.get().parse::<i64>().ok());
     match code {
         Some(-32601) => StatusCode::NOT_FOUND,
-        Some(-32020 | -32021 | -32022) => StatusCode::BAD_REQUEST,
+        Some(-32022..=-32020) => StatusCode::BAD_REQUEST,
         _ => StatusCode::OK,
     }
 }
