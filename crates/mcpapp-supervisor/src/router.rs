@@ -2168,4 +2168,333 @@ mod tests {
         );
         assert!(matches!(&late[..], [Delivery::Drop { .. }]));
     }
+
+    fn modern_port(caps: PortCapabilities) -> PortSpec {
+        PortSpec {
+            era: Era::Modern,
+            capabilities: caps,
+            ..PortSpec::default()
+        }
+    }
+
+    fn legacy_upstream_with_caps() -> Router {
+        let mut r = Router::with_secret([1, 2]);
+        r.rmcp_outgoing(msg(
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#,
+        ));
+        r.upstream(
+            msg(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"resources":{"subscribe":true}}}}"#),
+            &Origin::Stdio,
+        );
+        r
+    }
+
+    fn last_request(d: &[Delivery]) -> (&Key, &RawMessage, bool) {
+        d.iter()
+            .find_map(|d| match d {
+                Delivery::Request {
+                    request,
+                    message,
+                    last,
+                } => Some((request, message, *last)),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no request delivery in {d:?}"))
+    }
+
+    #[test]
+    fn a_modern_client_on_a_legacy_upstream_loses_its_meta_and_gets_complete_results() {
+        let mut r = legacy_upstream_with_caps();
+        r.open_port(1, modern_port(PortCapabilities::default()));
+        let (k, d) = r
+            .port_request(1, msg(r#"{"jsonrpc":"2.0","id":"m1","method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"x":1}}}"#))
+            .map(Accepted::into_parts)
+            .unwrap();
+        assert_eq!(
+            upstream_text(&d),
+            [format!(
+                r#"{{"jsonrpc":"2.0","id":{k},"method":"tools/list","params":{{"_meta":{{"x":1}}}}}}"#
+            )]
+        );
+        let d = r.upstream(
+            msg(&format!(
+                r#"{{"jsonrpc":"2.0","id":{k},"result":{{"tools":[]}}}}"#
+            )),
+            &Origin::Stdio,
+        );
+        let (_, message, last) = last_request(&d);
+        assert!(last);
+        assert_eq!(
+            message.as_str(),
+            r#"{"jsonrpc":"2.0","id":"m1","result":{"tools":[],"resultType":"complete","ttlMs":0,"cacheScope":"private"}}"#
+        );
+    }
+
+    #[test]
+    fn a_legacy_servers_request_becomes_an_input_required_round_for_a_modern_client() {
+        let mut r = legacy_upstream_with_caps();
+        r.open_port(1, modern_port(all_caps()));
+        let (k, _) = r
+            .port_request(
+                1,
+                msg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask"}}"#),
+            )
+            .map(Accepted::into_parts)
+            .unwrap();
+        let d = r.upstream(
+            msg(r#"{"jsonrpc":"2.0","id":50,"method":"elicitation/create","params":{"mode":"form","message":"name?","requestedSchema":{}}}"#),
+            &Origin::Post(k.clone()),
+        );
+        let (stream, answer, last) = last_request(&d);
+        assert_eq!(stream, &k);
+        assert!(last, "the client's exchange ends with the input request");
+        let answer: serde_json::Value = serde_json::from_str(answer.as_str()).unwrap();
+        assert_eq!(answer["id"], 1);
+        assert_eq!(answer["result"]["resultType"], "input_required");
+        assert_eq!(
+            answer["result"]["inputRequests"]["input"]["method"],
+            "elicitation/create"
+        );
+        let state = answer["result"]["requestState"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(state.len() >= 32, "an unguessable handle: {state}");
+        // The client's port goes with its exchange; the held call is not cancelled.
+        let d = r.close_port(1, "exchange over");
+        assert!(upstream_text(&d).is_empty(), "{d:?}");
+        // A retry with a wrong state is refused; the right one answers the server.
+        r.open_port(2, modern_port(all_caps()));
+        let wrong = r
+            .port_request(2, msg(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask","requestState":"forged"}}"#))
+            .unwrap_err();
+        assert!(
+            wrong.as_str().contains("requestState names no call"),
+            "{}",
+            wrong.as_str()
+        );
+        let retry = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"ask","requestState":"{state}","inputResponses":{{"input":{{"action":"accept","content":{{"n":1}}}}}}}}}}"#
+        );
+        let (stream2, d) = r
+            .port_request(2, msg(&retry))
+            .map(Accepted::into_parts)
+            .unwrap();
+        assert_eq!(stream2, k);
+        assert_eq!(
+            upstream_text(&d),
+            [r#"{"jsonrpc":"2.0","id":50,"result":{"action":"accept","content":{"n":1}}}"#]
+        );
+        // The call's final answer goes to the retry, under its id.
+        let d = r.upstream(
+            msg(&format!(
+                r#"{{"jsonrpc":"2.0","id":{k},"result":{{"content":[]}}}}"#
+            )),
+            &Origin::Stdio,
+        );
+        let (stream, message, last) = last_request(&d);
+        assert_eq!(stream, &k);
+        assert!(last);
+        assert!(
+            message.as_str().starts_with(r#"{"jsonrpc":"2.0","id":3,"#),
+            "{}",
+            message.as_str()
+        );
+        // The state is spent.
+        assert!(r.port_request(2, msg(&retry)).is_err());
+    }
+
+    #[test]
+    fn listens_of_modern_clients_on_a_legacy_upstream_are_served_from_the_session() {
+        let mut r = legacy_upstream_with_caps();
+        r.open_port(1, modern_port(PortCapabilities::default()));
+        let taken = r
+            .port_request(1, msg(r#"{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"promptsListChanged":true,"resourceSubscriptions":["a://x"]}}}"#))
+            .unwrap();
+        assert!(!taken.bounded, "a listen lasts");
+        let stream = taken.stream.clone();
+        let ack = taken
+            .deliveries
+            .iter()
+            .find_map(|d| match d {
+                Delivery::Request { message, .. } => Some(message.as_str().to_owned()),
+                _ => None,
+            })
+            .unwrap();
+        // Prompts cannot change on this app: the ack leaves them out.
+        assert!(
+            ack.contains(
+                r#""notifications":{"toolsListChanged":true,"resourceSubscriptions":["a://x"]}"#
+            ),
+            "{ack}"
+        );
+        assert!(
+            ack.contains(r#""io.modelcontextprotocol/subscriptionId":"L""#),
+            "{ack}"
+        );
+        assert!(upstream_text(&taken.deliveries)[0].contains("resources/subscribe"));
+        let d = r.upstream(
+            msg(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#),
+            &Origin::Stdio,
+        );
+        let (to, message, last) = last_request(&d);
+        assert_eq!(to, &stream);
+        assert!(!last);
+        assert!(
+            message
+                .as_str()
+                .contains(r#""io.modelcontextprotocol/subscriptionId":"L""#)
+        );
+        let d = r.upstream(msg(r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a://x"}}"#), &Origin::Stdio);
+        assert_eq!(last_request(&d).0, &stream);
+        // The client closes its stream: the subscription ends upstream too.
+        let d = r.abandon(&stream, "gone");
+        assert!(
+            upstream_text(&d)[0].contains("resources/unsubscribe"),
+            "{d:?}"
+        );
+        let d = r.upstream(
+            msg(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#),
+            &Origin::Stdio,
+        );
+        assert!(d.iter().all(|d| !matches!(d, Delivery::Request { .. })));
+    }
+
+    #[test]
+    fn a_legacy_client_on_a_modern_upstream_speaks_for_itself_and_answers_input_rounds() {
+        let mut r = Router::with_secret([3, 4]);
+        r.set_upstream_era(Era::Modern);
+        r.open_port(
+            1,
+            PortSpec {
+                era: Era::Legacy,
+                capabilities: all_caps(),
+                client_capabilities: Some(raw_json(r#"{"elicitation":{}}"#.to_owned())),
+                client_info: Some(raw_json(r#"{"name":"b","version":"1"}"#.to_owned())),
+            },
+        );
+        // setLevel is kept here and sent with every later request.
+        let answered = r
+            .port_request(1, msg(r#"{"jsonrpc":"2.0","id":9,"method":"logging/setLevel","params":{"level":"info"}}"#))
+            .unwrap_err();
+        assert_eq!(answered.as_str(), r#"{"jsonrpc":"2.0","id":9,"result":{}}"#);
+        let (k, d) = r
+            .port_request(
+                1,
+                msg(r#"{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"ask"}}"#),
+            )
+            .map(Accepted::into_parts)
+            .unwrap();
+        let sent: serde_json::Value = serde_json::from_str(&upstream_text(&d)[0]).unwrap();
+        let meta = &sent["params"]["_meta"];
+        assert_eq!(
+            meta["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
+        assert_eq!(
+            meta["io.modelcontextprotocol/clientCapabilities"],
+            serde_json::json!({"elicitation": {}})
+        );
+        assert_eq!(meta["io.modelcontextprotocol/clientInfo"]["name"], "b");
+        assert_eq!(meta["io.modelcontextprotocol/logLevel"], "info");
+        // The app asks for input: the port gets a server request on its call's stream.
+        let d = r.upstream(
+            msg(&format!(r#"{{"jsonrpc":"2.0","id":{k},"result":{{"resultType":"input_required","inputRequests":{{"f":{{"method":"elicitation/create","params":{{"message":"m"}}}}}},"requestState":"s1"}}}}"#)),
+            &Origin::Stdio,
+        );
+        let (stream, asked, last) = last_request(&d);
+        assert_eq!(stream, &k);
+        assert!(!last);
+        let asked: serde_json::Value = serde_json::from_str(asked.as_str()).unwrap();
+        assert_eq!(asked["method"], "elicitation/create");
+        let asked_id = asked["id"].to_string();
+        // Its answer goes back up as the retry, under a new id, with the state.
+        let d = r.port_response(
+            1,
+            msg(&format!(
+                r#"{{"jsonrpc":"2.0","id":{asked_id},"result":{{"action":"accept"}}}}"#
+            )),
+        );
+        let retry: serde_json::Value = serde_json::from_str(&upstream_text(&d)[0]).unwrap();
+        assert_ne!(retry["id"].to_string(), k);
+        assert_eq!(
+            retry["params"]["inputResponses"],
+            serde_json::json!({"f": {"action": "accept"}})
+        );
+        assert_eq!(retry["params"]["requestState"], "s1");
+        assert_eq!(retry["params"]["name"], "ask");
+        let retry_id = retry["id"].to_string();
+        let d = r.upstream(
+            msg(&format!(r#"{{"jsonrpc":"2.0","id":{retry_id},"result":{{"resultType":"complete","content":[]}}}}"#)),
+            &Origin::Stdio,
+        );
+        let (stream, message, last) = last_request(&d);
+        assert_eq!(
+            stream, &k,
+            "the answer reaches the original request's stream"
+        );
+        assert!(last);
+        assert!(
+            message
+                .as_str()
+                .starts_with(r#"{"jsonrpc":"2.0","id":"c","#),
+            "{}",
+            message.as_str()
+        );
+    }
+
+    #[test]
+    fn a_legacy_clients_subscription_becomes_a_listen_on_a_modern_upstream() {
+        let mut r = Router::with_secret([5, 6]);
+        r.set_upstream_era(Era::Modern);
+        r.open_port(1, legacy(PortCapabilities::default()));
+        let answered = r
+            .port_request(1, msg(r#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"a://x"}}"#))
+            .unwrap_err();
+        assert_eq!(answered.as_str(), r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        let pending = r.take_pending();
+        let listen = upstream_text(&pending);
+        assert!(
+            listen[0].contains(r#""method":"subscriptions/listen""#) && listen[0].contains("a://x"),
+            "{listen:?}"
+        );
+        assert!(
+            listen[0].contains("io.modelcontextprotocol/protocolVersion"),
+            "{listen:?}"
+        );
+        let d = r.upstream(
+            msg(r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a://x"}}"#),
+            &Origin::Stdio,
+        );
+        assert!(matches!(&d[..], [Delivery::Port { port: 1, .. }]), "{d:?}");
+        r.port_request(1, msg(r#"{"jsonrpc":"2.0","id":2,"method":"resources/unsubscribe","params":{"uri":"a://x"}}"#))
+            .unwrap_err();
+        let cancel = upstream_text(&r.take_pending());
+        assert!(cancel[0].contains("notifications/cancelled"), "{cancel:?}");
+    }
+
+    #[test]
+    fn listen_notifications_of_a_modern_upstream_reach_their_listener_with_its_id() {
+        let mut r = Router::with_secret([7, 8]);
+        r.set_upstream_era(Era::Modern);
+        r.open_port(1, modern_port(PortCapabilities::default()));
+        let taken = r
+            .port_request(1, msg(r#"{"jsonrpc":"2.0","id":"mine","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}"#))
+            .unwrap();
+        assert!(!taken.bounded);
+        let k = taken.stream.clone();
+        let d = r.upstream(
+            msg(&format!(r#"{{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{{"_meta":{{"io.modelcontextprotocol/subscriptionId":{k}}}}}}}"#)),
+            &Origin::Post(k.clone()),
+        );
+        let (to, message, _) = last_request(&d);
+        assert_eq!(to, &k);
+        assert!(
+            message
+                .as_str()
+                .contains(r#""io.modelcontextprotocol/subscriptionId":"mine""#),
+            "{}",
+            message.as_str()
+        );
+    }
 }
