@@ -2482,7 +2482,7 @@ mod tests {
             .port_request(1, msg(r#"{"jsonrpc":"2.0","id":"mine","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}"#))
             .unwrap();
         assert!(!taken.bounded);
-        let k = taken.stream.clone();
+        let k = taken.stream;
         let d = r.upstream(
             msg(&format!(r#"{{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{{"_meta":{{"io.modelcontextprotocol/subscriptionId":{k}}}}}}}"#)),
             &Origin::Post(k.clone()),
