@@ -349,12 +349,14 @@ impl Endpoint {
 pub(crate) fn service(
     registry: ToolRegistry,
     max_body_bytes: usize,
+    shutdown: &CancellationToken,
 ) -> StreamableHttpService<impl ServerHandler + Clone, LocalSessionManager> {
     let config = StreamableHttpServerConfig::default()
         // Host and Origin are checked by the gateway's own middleware for every route.
         .disable_allowed_hosts()
         .with_max_request_body_bytes(max_body_bytes);
-    let closing = CancellationToken::new();
+    // Closing when the host shuts down ends open listens with their final result.
+    let closing = shutdown.child_token();
     let endpoint = Endpoint {
         registry,
         listens: Arc::new(Listens::new(closing.clone())),

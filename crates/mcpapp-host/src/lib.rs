@@ -79,6 +79,8 @@ pub use state::{DiagnosticsFn, HostParts};
 #[derive(Clone)]
 pub struct Host {
     state: state::AppState,
+    /// Cancelled by [`Host::begin_shutdown`]: long-lived streams end cleanly.
+    shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl std::fmt::Debug for Host {
@@ -100,7 +102,16 @@ impl Host {
                 sessions,
                 views: views::ViewStore::default(),
             },
+            shutdown: tokio_util::sync::CancellationToken::new(),
         }
+    }
+
+    /// Tells long-lived streams that the gateway is going away: `/mcp`'s
+    /// `subscriptions/listen` streams end with their final result, so clients know to listen
+    /// again elsewhere instead of seeing a broken connection. Call it when shutdown begins,
+    /// before the listeners drain.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.cancel();
     }
 
     /// The main router: the host page, the JSON routes, the per-app proxy and `/mcp`.
@@ -120,7 +131,10 @@ impl Host {
                 post(proxy::post).get(proxy::get).delete(proxy::delete),
             )
             .with_state(self.state.clone())
-            .nest_service("/mcp", aggregate::service(registry, config.max_body_bytes))
+            .nest_service(
+                "/mcp",
+                aggregate::service(registry, config.max_body_bytes, &self.shutdown),
+            )
             // Every route reads its body through intake: one limit, answered in the route's
             // own language; axum's own (smaller) default limit then has nothing to add.
             .layer(axum::extract::DefaultBodyLimit::disable())

@@ -138,9 +138,13 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         listener,
         app,
         limits,
-        async {
-            shutdown_signal().await;
-            info!("shutting down");
+        {
+            let host = host.clone();
+            async move {
+                shutdown_signal().await;
+                info!("shutting down");
+                host.begin_shutdown();
+            }
         },
         DRAIN,
     )
