@@ -88,7 +88,8 @@ async fn a_2025_03_26_client_connects_and_unknown_version_headers_are_refused() 
     )
     .await;
     assert_eq!(status, 200);
-    for version in ["1999-01-01", "2024-11-05", "2026-07-28"] {
+    // (A 2026-07-28 header makes it a 2026 request, which is checked as such: see eras.rs.)
+    for version in ["1999-01-01", "2024-11-05"] {
         let (status, _, text) = post_raw(
             &gateway,
             "versions",
