@@ -3,7 +3,7 @@
 //! `freeze` tool, the `tools/list` vendor fields, `--strict-lifecycle`,
 //! `--stateless-get-status`, `--server-requests-on-get` (`reroute.rs`) and
 //! `--resumable-after-ms` (`resume.rs`). Event streams are rewritten one whole event at a time
-//! (`sse.rs`).
+//! (`sse.rs`). `--era modern` configures rmcp's service as a 2026-only server.
 
 use std::collections::HashSet;
 use std::io::Write as _;
@@ -43,6 +43,7 @@ const CRASH_GRACE: Duration = Duration::from_millis(100);
 const STRICT_SETUP: Duration = Duration::from_millis(100);
 const SESSION_HEADER: &str = "mcp-session-id";
 const LAST_EVENT_HEADER: &str = "last-event-id";
+const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 
 /// HTTP-level options.
 #[derive(Debug, Clone)]
@@ -161,12 +162,35 @@ fn initialized_sessions(g: &Guard) -> std::sync::MutexGuard<'_, HashSet<String>>
     g.initialized.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// True if rmcp serves this request at 2026-07-28 or later, which has no lifecycle to be
+/// strict about: its `_meta` or its `MCP-Protocol-Version` header names such a version.
+/// ISO dates compare as strings.
+fn is_modern(headers: &HeaderMap, message: &Value) -> bool {
+    let modern = |v: &str| v >= "2026-07-28";
+    let in_meta = message
+        .pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
+        .and_then(Value::as_str)
+        .is_some_and(modern);
+    let in_header = headers
+        .get(PROTOCOL_VERSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(modern);
+    in_meta || in_header
+}
+
 /// `--strict-lifecycle`: the refusal of a request that came before its session's
-/// `notifications/initialized` was processed, or `None` if it may go on.
-fn strict_refusal(g: &Guard, session: Option<&str>, message: &Value) -> Option<Response> {
+/// `notifications/initialized` was processed, or `None` if it may go on. Requests served at
+/// 2026-07-28 have no lifecycle and always go on.
+fn strict_refusal(
+    g: &Guard,
+    headers: &HeaderMap,
+    session: Option<&str>,
+    message: &Value,
+) -> Option<Response> {
     let method = message.get("method").and_then(Value::as_str)?;
     let id = message.get("id")?;
     if matches!(method, "initialize" | "ping")
+        || is_modern(headers, message)
         || session.is_some_and(|s| initialized_sessions(g).contains(s))
     {
         return None;
@@ -189,7 +213,7 @@ fn strict_refusal(g: &Guard, session: Option<&str>, message: &Value) -> Option<R
 
 async fn post(g: &Guard, request: Request, next: Next) -> Response {
     let started = tokio::time::Instant::now();
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_INSPECTED_BODY).await {
         Ok(bytes) => bytes,
         Err(e) => {
@@ -198,9 +222,13 @@ async fn post(g: &Guard, request: Request, next: Next) -> Response {
     };
     let message = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
     let method = message.get("method").and_then(Value::as_str);
+    if method == Some("subscriptions/listen") {
+        // See notify.rs: changes after this point reach the stream.
+        parts.extensions.insert(g.shared.notifier.mark());
+    }
     let session = session_of(&parts.headers);
     if g.options.strict_lifecycle
-        && let Some(refusal) = strict_refusal(g, session.as_deref(), &message)
+        && let Some(refusal) = strict_refusal(g, &parts.headers, session.as_deref(), &message)
     {
         return refusal;
     }
@@ -322,6 +350,14 @@ pub(crate) async fn serve(shared: Arc<Shared>, options: HttpOptions) -> anyhow::
     if options.stateless_get_status.is_some() {
         // rmcp's stateless mode: no `Mcp-Session-Id`, every request served on its own.
         config = config.with_legacy_session_mode(false);
+    }
+    if shared.era.is_modern_only() {
+        // A faithful 2026-only server: no session is ever minted (a legacy `initialize` gets
+        // a JSON `-32022`), GET and DELETE get 405, and a request without the protocol
+        // header and `_meta` version is refused instead of being served as 2025-03-26.
+        config = config
+            .with_legacy_session_mode(false)
+            .with_stateless_protocol_metadata_required(true);
     }
     let mcp = StreamableHttpService::new(
         move || Ok(FixtureServer::new(factory_shared.clone())),

@@ -4,21 +4,47 @@
 //! # Running
 //!
 //! ```text
-//! fixture-app <stdio|http|sleep> [--bind ADDR] [FLAGS]
+//! fixture-app <stdio|http|sleep> [--bind ADDR] [--era legacy|modern|both] [FLAGS]
 //! ```
 //!
 //! - `stdio` speaks MCP over stdin/stdout and logs only to stderr.
 //! - `http` serves Streamable HTTP MCP at `/mcp` on `--bind ADDR` (default `127.0.0.1:0`) and,
 //!   once it accepts connections, prints exactly one stdout line
 //!   `listening on http://HOST:PORT/mcp`.
-//! - The server caps its protocol versions at 2025-11-25. `RUST_LOG` sets the log filter
-//!   (default `warn`, so stderr stays quiet unless a flag makes noise).
+//! - `RUST_LOG` sets the log filter (default `warn`, so stderr stays quiet unless a flag makes
+//!   noise).
+//!
+//! # Protocol eras (`--era`)
+//!
+//! - `--era legacy` (the default): every known version up to 2025-11-25 (the `initialize`
+//!   handshake, sessions, server-to-client requests). A 2026-07-28 request, `server/discover`
+//!   included, is refused with `-32022` listing those versions.
+//! - `--era modern`: only 2026-07-28. `initialize` is refused with `-32022` (data
+//!   `{"requested", "supported": ["2026-07-28"]}`); over stdio the fixture answers that itself
+//!   and keeps reading, so the same pipes can go on in 2026-07-28 (rmcp alone would end the
+//!   session). Over HTTP it is rmcp's 2026-only server: no `Mcp-Session-Id` is ever minted
+//!   (the refused `initialize` is a JSON 200), GET and DELETE get 405, and a request lacking
+//!   `MCP-Protocol-Version` or the `_meta` protocolVersion gets 400. Conflicts with the flags that
+//!   need sessions (`--server-requests-on-get`, `--resumable-after-ms`, `--strict-lifecycle`:
+//!   an error naming the flag).
+//! - `--era both`: every known version; rmcp serves each request in its own era (a request
+//!   whose `_meta` names 2026-07-28 is served that way, even on an initialized connection), so
+//!   legacy clients are served exactly as with `legacy` and 2026 clients as with `modern`.
+//!
+//! In every era the capabilities are `tools.listChanged`, `resources.listChanged`,
+//! `resources.subscribe` and `logging`. Requests served at 2026-07-28 answer
+//! `subscriptions/listen` (any filter; the acknowledgment leaves out prompts, which the fixture
+//! has not got, and accepts any resource URI). A change caused after a listen request arrived
+//! reaches that stream even if rmcp sets the stream up later (the last 256 changes are kept
+//! for this); `resources/subscribe` and `resources/unsubscribe` work for legacy sessions, for
+//! any URI. The tools below note what differs at 2026-07-28.
 //!
 //! # Flags
 //!
 //! Start-up happens in this order: `--stderr-noise` lines, `--exit-at-start`,
 //! `--start-delay-ms`, `--garbage-stdout`, then serving (with `--exit-after-ms` running).
 //!
+//! - `--era legacy|modern|both`: see above.
 //! - `--exit-at-start CODE`: write one line to stderr, then exit with status `CODE` before
 //!   serving (http: before binding).
 //! - `--exit-after-ms MS`: serve normally, then exit with status 17 after `MS` milliseconds.
@@ -67,7 +93,8 @@
 //!   servers do; sessions are told apart by `Mcp-Session-Id`. Processing the notification
 //!   takes 100 ms (a server setting the session up): it is answered (202), and the session
 //!   counts as initialized, only then, so a client that sends on without waiting for that
-//!   answer is caught.
+//!   answer is caught. Requests served at 2026-07-28 (by their `_meta` or
+//!   `MCP-Protocol-Version`) have no lifecycle and are never refused.
 //!
 //! `http_counters` reports what these flags did.
 //!
@@ -75,7 +102,9 @@
 //!
 //! - `echo {message}`: text `message` and structuredContent `{"message"}`.
 //! - `slow {ms}`: answers after `ms` milliseconds (`{"sleptMs"}`); a cancellation is counted.
-//! - `hang`: never answers; waits until cancelled and counts the cancellation.
+//! - `hang`: never answers; waits until cancelled and counts the cancellation. In both eras a
+//!   cancellation is `notifications/cancelled` over stdio; at 2026-07-28 over HTTP it is the
+//!   client closing the response stream, which rmcp turns into the request's cancellation.
 //! - `cancellations {waitMs?}`: `{"count": n}` once n >= 1 or after `waitMs` (default 0) ms.
 //! - `freeze`: answers `frozen`, then the server answers nothing more, not even `ping` (stdio
 //!   stops reading stdin; http holds every later request pending); the process stays alive.
@@ -83,13 +112,35 @@
 //! - `image`: a text block and a 2x2 PNG image block (`image/png`).
 //! - `progress {steps, delayMs?}`: sends `steps` `notifications/progress` with the request's
 //!   `progressToken` (progress 1..=steps, total steps), then returns `{"steps", "progressToken"}`.
-//! - `elicit {message}`: sends `elicitation/create` with a form `{name: string, agree: boolean}`
-//!   and returns text `accepted: <content JSON>`, `declined` or `cancelled` (structuredContent
-//!   `{"action", "content"}`); a tool error if the client has no form elicitation.
+//!   In both eras the progress travels on the request's own stream.
+//! - `elicit {message}`: asks for a form `{name: string, agree: boolean}` and returns text
+//!   `accepted: <content JSON>`, `declined` or `cancelled` (structuredContent `{"action",
+//!   "content"}`); a tool error if the client has no form elicitation (at 2026-07-28: if the
+//!   request's `clientCapabilities` declare none). Up to 2025-11-25 the form is an
+//!   `elicitation/create` request during the call. At 2026-07-28 the call returns an
+//!   input-required result (`resultType: input_required`) with one input request under key
+//!   `"form"` (the same form) and a `requestState`, with `_meta["fixture/askedBecause"]`
+//!   saying why; the retry carrying `inputResponses.form` and that `requestState` gets the
+//!   answer above. A retry whose `requestState` is missing or not the one for its `message`,
+//!   or that has no `form` answer, is asked again (another input-required round, reason
+//!   `requestState missing`, `requestState does not match this call` or `inputResponses has
+//!   no form answer`); a `form` answer that is not an elicitation result is a JSON-RPC
+//!   invalid-params error. The state is derived from `message` alone (the fixture keeps
+//!   nothing between rounds); it is not sealed, so a test can forge it.
 //! - `notify_tools_changed`: adds a tool `added_tool_N` (N = 1, 2, ... per process) that echoes
-//!   its `message`, then sends `notifications/tools/list_changed`.
-//! - `notify_resources_changed`: sends `notifications/resources/list_changed`.
-//! - `log {level, message}`: sends `notifications/message` (logger `fixture-app`).
+//!   its `message`, then sends `notifications/tools/list_changed`: to the calling connection
+//!   when the call is served up to 2025-11-25 (at 2026-07-28 there are no unsolicited
+//!   notifications), and on every open listen stream that asked for `toolsListChanged`,
+//!   whichever connection made it.
+//! - `notify_resources_changed`: sends `notifications/resources/list_changed`, the same way
+//!   (listen streams that asked for `resourcesListChanged`).
+//! - `touch_resource {uri}`: sends `notifications/resources/updated` for `uri` to every legacy
+//!   session subscribed to it (`resources/subscribe`) and on every listen stream whose
+//!   `resourceSubscriptions` include it; returns `{"uri", "sessions", "listens"}`, how many of
+//!   each it reached.
+//! - `log {level, message}`: sends `notifications/message` (logger `fixture-app`). At
+//!   2026-07-28 only if the request's `_meta["io.modelcontextprotocol/logLevel"]` is `level`
+//!   or less severe (none: nothing is sent), and the result adds `"sent": true|false`.
 //! - `echo_session`: `{"sessionId": <the request's _meta.sessionId or null>}`.
 //! - `echo_meta`: `{"meta": <the whole request _meta or null>}`.
 //! - `get_env {name}`: `{"name", "value"}` (`value` null when unset). `list_env`: `{"names"}`,
@@ -99,7 +150,9 @@
 //! - `http_counters`: `{"streamsClosedEarly", "streamsResumed", "requestsMovedToGet",
 //!   "getsRefused"}`, what the HTTP flags above did in this process (all 0 over stdio).
 //! - `client_info`: `{"clientInfo", "capabilities", "protocolVersion"}` as this connection's
-//!   `initialize` sent them, plus `negotiatedProtocolVersion`.
+//!   `initialize` sent them, plus `negotiatedProtocolVersion`. At 2026-07-28 the request's own
+//!   `_meta` values (`io.modelcontextprotocol/clientInfo`, `.../clientCapabilities`,
+//!   `.../protocolVersion`, null when absent), and the version it is served at.
 //! - `app_only_tool` (`_meta.ui.visibility: ["app"]`), `model_only_tool` (`["model"]`),
 //!   `malformed_visibility_tool` (`_meta.ui.visibility: "app"`, a string): each returns text
 //!   `called:NAME` and `{"ok": true, "name": NAME}`.
@@ -122,7 +175,10 @@
 //! its `MCP-Protocol-Version` header is answered with HTTP 400 and a JSON-RPC error under the
 //! request's id (code `-32020`, "... does not match request _meta protocolVersion ...").
 
+mod era;
 mod http;
+mod mrtr;
+mod notify;
 mod reroute;
 mod resume;
 mod server;
@@ -139,6 +195,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use clap::{Parser, ValueEnum};
 use tracing::Instrument as _;
 
+use crate::era::Era;
 use crate::http::HttpOptions;
 use crate::server::Shared;
 use crate::stdio::CRASH_STATUS;
@@ -167,6 +224,9 @@ struct Cli {
     /// Address to listen on (http).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     bind: String,
+    /// Protocol revisions to speak: up to 2025-11-25, only 2026-07-28, or both.
+    #[arg(long, value_enum, default_value_t = Era::Legacy)]
+    era: Era,
     /// Write a line to stderr and exit with this status before serving.
     #[arg(long, value_name = "CODE", allow_negative_numbers = true)]
     exit_at_start: Option<i32>,
@@ -230,6 +290,18 @@ impl Cli {
                 "--stateless-get-status",
                 self.stateless_get_status.is_some(),
             ),
+            ("--strict-lifecycle", self.strict_lifecycle),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
+    }
+
+    /// The given flags that need legacy sessions, which `--era modern` does not have.
+    fn session_flags(&self) -> Vec<&'static str> {
+        [
+            ("--server-requests-on-get", self.server_requests_on_get),
+            ("--resumable-after-ms", self.resumable_after_ms.is_some()),
             ("--strict-lifecycle", self.strict_lifecycle),
         ]
         .into_iter()
@@ -300,6 +372,11 @@ fn main() -> anyhow::Result<()> {
     {
         bail!("{flag} only applies to http mode");
     }
+    if cli.era.is_modern_only()
+        && let Some(flag) = cli.session_flags().first()
+    {
+        bail!("{flag} needs legacy sessions, which --era modern does not have");
+    }
     if cli.mode == Mode::Sleep {
         loop {
             std::thread::park();
@@ -331,7 +408,7 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(1);
     }
 
-    let shared = Arc::new(Shared::new(cli.stderr_noise.is_some()));
+    let shared = Arc::new(Shared::new(cli.stderr_noise.is_some(), cli.era));
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         if let Some(ms) = cli.exit_after_ms {

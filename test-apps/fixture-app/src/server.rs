@@ -1,32 +1,42 @@
 //! The fixture's MCP server: [`FixtureServer`] implements the tools and the UI resource, and
-//! [`Shared`] holds the state every connection of the process sees (cancellation count, tools
-//! added at runtime, the freeze switch, the HTTP middleware's counters).
+//! [`Shared`] holds the state every connection of the process sees (the era, cancellation
+//! count, tools added at runtime, the freeze switch, the notification targets, the HTTP
+//! middleware's counters).
+//!
+//! Each request is served in its own era (`era.rs`): the era-sensitive tools (`elicit`,
+//! `client_info`, `log` and the notifying ones) branch on it per request.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::handler::server::tool::{ToolCallContext, ToolRouter};
+use rmcp::handler::server::tool::{
+    InputResponses as ToolInputResponses, RequestState, ToolCallContext, ToolRouter,
+};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, Implementation, InitializeRequestParams,
+    ElicitResult, ElicitationAction, ElicitationSchema, Implementation, InitializeRequestParams,
     InitializeResult, JsonObject, ListResourcesResult, ListToolsResult, MetaObject,
     PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
-    ServerConfig, Tool,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 // Logging is deprecated by SEP-2577 but still part of 2025-11-25, which the fixture speaks.
 #[allow(deprecated)]
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
-use rmcp::service::{ElicitationMode, RequestContext, RoleServer};
+use rmcp::service::{ElicitationMode, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData as McpError, ServerHandler, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+
+use crate::era::{Era, served_modern};
+use crate::mrtr::{self, Round};
+use crate::notify::{ConnectionId, ListenMark, Notifier};
 
 /// The fixture's UI resource.
 pub(crate) const VIEW_URI: &str = "ui://fixture/view.html";
@@ -48,6 +58,8 @@ pub(crate) const PNG_2X2: [u8; 75] = [
 /// Process-wide state shared by every connection.
 #[derive(Debug)]
 pub(crate) struct Shared {
+    /// The protocol revisions served (`--era`).
+    pub(crate) era: Era,
     /// Write one stderr line per tool call.
     pub(crate) stderr_noise: bool,
     cancellations: watch::Sender<u64>,
@@ -55,6 +67,8 @@ pub(crate) struct Shared {
     /// Cancelled by the `freeze` tool: from then on the transports stop answering.
     pub(crate) frozen: CancellationToken,
     tool_calls: AtomicU64,
+    /// Listen streams and legacy resource subscriptions, reached from any connection.
+    pub(crate) notifier: Arc<Notifier>,
     /// What the HTTP middleware did, reported by `http_counters`.
     pub(crate) http: HttpCounters,
 }
@@ -91,13 +105,15 @@ impl HttpCounters {
 }
 
 impl Shared {
-    pub(crate) fn new(stderr_noise: bool) -> Self {
+    pub(crate) fn new(stderr_noise: bool, era: Era) -> Self {
         Self {
+            era,
             stderr_noise,
             cancellations: watch::Sender::new(0),
             added_tools: Mutex::new(Vec::new()),
             frozen: CancellationToken::new(),
             tool_calls: AtomicU64::new(0),
+            notifier: Arc::default(),
             http: HttpCounters::default(),
         }
     }
@@ -124,6 +140,8 @@ impl Shared {
 #[derive(Debug, Clone)]
 pub(crate) struct FixtureServer {
     shared: Arc<Shared>,
+    /// Tells this connection's legacy resource subscriptions apart from others'.
+    connection: ConnectionId,
     /// The `initialize` parameters exactly as this connection's client sent them.
     initialize: Arc<Mutex<Option<InitializeRequestParams>>>,
     tool_router: ToolRouter<Self>,
@@ -193,6 +211,13 @@ pub(crate) struct PathArgs {
     path: String,
 }
 
+/// Arguments of `touch_resource`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct UriArgs {
+    /// The resource URI to announce as updated (any URI; none needs to exist).
+    uri: String,
+}
+
 /// The form `elicit` asks the client to fill.
 #[derive(Debug, JsonSchema)]
 #[expect(dead_code, reason = "only the JSON Schema of the form is used")]
@@ -207,6 +232,42 @@ fn text_and_structured(text: impl Into<String>, structured: Value) -> CallToolRe
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     result.structured_content = Some(structured);
     result
+}
+
+fn tool_error(text: impl Into<String>) -> CallToolResponse {
+    CallToolResult::error(vec![ContentBlock::text(text)]).into()
+}
+
+/// The result of `elicit` once the client answered, in either era.
+fn elicit_outcome(answer: &ElicitResult) -> CallToolResult {
+    let (text, action) = match answer.action {
+        ElicitationAction::Accept => (
+            format!(
+                "accepted: {}",
+                answer.content.as_ref().unwrap_or(&Value::Null)
+            ),
+            "accept",
+        ),
+        ElicitationAction::Decline => ("declined".to_owned(), "decline"),
+        ElicitationAction::Cancel => ("cancelled".to_owned(), "cancel"),
+        _ => ("unknown".to_owned(), "unknown"),
+    };
+    text_and_structured(text, json!({"action": action, "content": answer.content}))
+}
+
+/// The rank of a log level, least severe first.
+#[allow(deprecated)]
+fn severity(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
 }
 
 fn called(name: &str) -> CallToolResult {
@@ -378,51 +439,59 @@ impl FixtureServer {
         ))
     }
 
-    /// Ask the client for a small form (elicitation/create) and report: "accepted: <json>",
-    /// "declined" or "cancelled".
+    /// Ask the client for a small form and report: "accepted: <json>", "declined" or
+    /// "cancelled". Up to 2025-11-25 the form is an elicitation/create request; at 2026-07-28
+    /// an input-required result (key "form") whose answer arrives on the retry.
     #[tool]
     async fn elicit(
         &self,
         Parameters(args): Parameters<MessageArgs>,
+        RequestState(state): RequestState,
+        ToolInputResponses(responses): ToolInputResponses,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, String> {
-        if !ctx
-            .peer
-            .supported_elicitation_modes()
-            .contains(&ElicitationMode::Form)
-        {
-            return Err("the client did not declare form elicitation support".into());
-        }
-        let schema = ElicitationSchema::from_type::<ElicitForm>()
-            .map_err(|e| format!("could not build the form: {e}"))?;
-        let answer = ctx
-            .peer
-            .create_elicitation(ElicitRequestParams::FormElicitationParams {
-                meta: None,
-                message: args.message,
-                requested_schema: schema,
-            })
-            .await
-            .map_err(|e| format!("elicitation failed: {e}"))?;
-        let (text, action) = match answer.action {
-            ElicitationAction::Accept => (
-                format!(
-                    "accepted: {}",
-                    answer.content.clone().unwrap_or(Value::Null)
-                ),
-                "accept",
-            ),
-            ElicitationAction::Decline => ("declined".to_owned(), "decline"),
-            ElicitationAction::Cancel => ("cancelled".to_owned(), "cancel"),
-            _ => ("unknown".to_owned(), "unknown"),
+    ) -> Result<CallToolResponse, McpError> {
+        let modern = served_modern(&ctx);
+        let allows_form = if modern {
+            // 2026 capabilities are per request; nothing is remembered from earlier ones.
+            mrtr::allows_form(ctx.client_capabilities().as_ref())
+        } else {
+            ctx.peer
+                .supported_elicitation_modes()
+                .contains(&ElicitationMode::Form)
         };
-        Ok(text_and_structured(
-            text,
-            json!({"action": action, "content": answer.content}),
-        ))
+        if !allows_form {
+            return Ok(tool_error(
+                "the client did not declare form elicitation support",
+            ));
+        }
+        let schema = match ElicitationSchema::from_type::<ElicitForm>() {
+            Ok(schema) => schema,
+            Err(e) => return Ok(tool_error(format!("could not build the form: {e}"))),
+        };
+        let answer = if modern {
+            match mrtr::read_round(&args.message, state.as_deref(), responses.as_ref())? {
+                Round::Answered(answer) => answer,
+                Round::Ask(reason) => return Ok(mrtr::ask(&args.message, schema, reason).into()),
+            }
+        } else {
+            let asked = ctx
+                .peer
+                .create_elicitation(ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message: args.message,
+                    requested_schema: schema,
+                })
+                .await;
+            match asked {
+                Ok(answer) => answer,
+                Err(e) => return Ok(tool_error(format!("elicitation failed: {e}"))),
+            }
+        };
+        Ok(elicit_outcome(&answer).into())
     }
 
-    /// Add a tool `added_tool_N` (it echoes its message) and send notifications/tools/list_changed.
+    /// Add a tool `added_tool_N` (it echoes its message) and send notifications/tools/list_changed
+    /// (to this connection up to 2025-11-25, and on every listen stream that asked for it).
     #[tool]
     async fn notify_tools_changed(
         &self,
@@ -434,30 +503,54 @@ impl FixtureServer {
             added.push(name.clone());
             name
         };
-        ctx.peer
-            .notify_tool_list_changed()
-            .await
-            .map_err(|e| format!("could not notify: {e}"))?;
+        if !served_modern(&ctx) {
+            // 2026-07-28 has no unsolicited notifications: only listen streams hear of it.
+            ctx.peer
+                .notify_tool_list_changed()
+                .await
+                .map_err(|e| format!("could not notify: {e}"))?;
+        }
+        self.shared.notifier.tools_changed().await;
         Ok(text_and_structured(
             format!("added {name}"),
             json!({"added": name}),
         ))
     }
 
-    /// Send notifications/resources/list_changed.
+    /// Send notifications/resources/list_changed (to this connection up to 2025-11-25, and on
+    /// every listen stream that asked for it).
     #[tool]
     async fn notify_resources_changed(
         &self,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, String> {
-        ctx.peer
-            .notify_resource_list_changed()
-            .await
-            .map_err(|e| format!("could not notify: {e}"))?;
+        if !served_modern(&ctx) {
+            ctx.peer
+                .notify_resource_list_changed()
+                .await
+                .map_err(|e| format!("could not notify: {e}"))?;
+        }
+        self.shared.notifier.resources_changed().await;
         Ok(text_and_structured("sent", json!({"sent": true})))
     }
 
-    /// Send a notifications/message log entry with the given level and message.
+    /// Send notifications/resources/updated for `uri` to the sessions subscribed to it
+    /// (resources/subscribe) and on the listen streams whose resourceSubscriptions include it;
+    /// return {"uri", "sessions", "listens"}, how many of each were reached.
+    #[tool]
+    async fn touch_resource(&self, Parameters(args): Parameters<UriArgs>) -> CallToolResult {
+        let delivered = self.shared.notifier.resource_updated(&args.uri).await;
+        text_and_structured(
+            format!(
+                "updated {}: {} session(s), {} listen stream(s)",
+                args.uri, delivered.sessions, delivered.listens
+            ),
+            json!({"uri": args.uri, "sessions": delivered.sessions, "listens": delivered.listens}),
+        )
+    }
+
+    /// Send a notifications/message log entry with the given level and message. At 2026-07-28
+    /// only if the request's _meta logLevel asks for that level or a less severe one.
     #[tool]
     #[allow(deprecated)]
     async fn log(
@@ -472,6 +565,33 @@ impl FixtureServer {
                     args.level
                 )
             })?;
+        if served_modern(&ctx) {
+            // 2026-07-28: a request without `logLevel` gets no log messages at all.
+            let sent = ctx
+                .meta
+                .log_level()
+                .is_some_and(|wanted| severity(level) >= severity(wanted));
+            if sent {
+                ctx.peer
+                    .notify_logging_message(
+                        LoggingMessageNotificationParam::new(
+                            level,
+                            Value::String(args.message.clone()),
+                        )
+                        .with_logger("fixture-app"),
+                    )
+                    .await
+                    .map_err(|e| format!("could not send the log message: {e}"))?;
+            }
+            return Ok(text_and_structured(
+                if sent {
+                    "logged"
+                } else {
+                    "not logged (below the request's logLevel, or none)"
+                },
+                json!({"level": args.level, "message": args.message, "sent": sent}),
+            ));
+        }
         ctx.peer
             .notify_logging_message(
                 LoggingMessageNotificationParam::new(level, Value::String(args.message.clone()))
@@ -550,9 +670,25 @@ impl FixtureServer {
     }
 
     /// Return structuredContent {clientInfo, capabilities, protocolVersion} as received in this
-    /// connection's initialize request, plus the negotiatedProtocolVersion.
+    /// connection's initialize request, plus the negotiatedProtocolVersion. At 2026-07-28: the
+    /// request's own _meta values, and the version it is served at.
     #[tool]
     fn client_info(&self, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, String> {
+        if served_modern(&ctx) {
+            let sent = |key: &str| {
+                ctx.meta
+                    .get(&format!("io.modelcontextprotocol/{key}"))
+                    .cloned()
+                    .unwrap_or(Value::Null)
+            };
+            let value = json!({
+                "clientInfo": sent("clientInfo"),
+                "capabilities": sent("clientCapabilities"),
+                "protocolVersion": sent("protocolVersion"),
+                "negotiatedProtocolVersion": ctx.protocol_version().map(|v| v.to_string()),
+            });
+            return Ok(text_and_structured(value.to_string(), value));
+        }
         let received = self
             .initialize
             .lock()
@@ -612,6 +748,7 @@ impl FixtureServer {
 impl FixtureServer {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
         Self {
+            connection: shared.notifier.new_connection(),
             shared,
             initialize: Arc::new(Mutex::new(None)),
             tool_router: Self::tool_router(),
@@ -643,10 +780,11 @@ impl ServerHandler for FixtureServer {
                 .enable_tool_list_changed()
                 .enable_resources()
                 .enable_resources_list_changed()
+                .enable_resources_subscribe()
                 .enable_logging()
                 .build(),
         )
-        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+        .with_protocol_version(self.shared.era.config_version())
         .with_server_info(Implementation::new(
             "fixture-app",
             env!("CARGO_PKG_VERSION"),
@@ -666,8 +804,58 @@ impl ServerHandler for FixtureServer {
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        // 2026-07-28 forbids server-to-client requests, which `elicit` needs.
-        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+        self.shared.era.supported_versions()
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // Everything asked for; rmcp keeps only what the capabilities advertise (no prompts),
+        // and any resource URI may be watched.
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, cx: SubscriptionContext) -> Result<(), McpError> {
+        // The transports stamp the request on arrival: stdio in the request's extensions,
+        // HTTP in the HTTP request's, which rmcp passes on as `Parts`.
+        let extensions = &cx.request_context().extensions;
+        let mark = extensions.get::<ListenMark>().copied().or_else(|| {
+            extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<ListenMark>().copied())
+        });
+        let _registered = self
+            .shared
+            .notifier
+            .add_listen(cx.sink().clone(), mark)
+            .await;
+        cx.cancelled().await;
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.shared
+            .notifier
+            .subscribe(self.connection, context.peer, request.uri);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.shared
+            .notifier
+            .unsubscribe(self.connection, &request.uri);
+        Ok(())
     }
 
     async fn list_tools(
@@ -677,10 +865,8 @@ impl ServerHandler for FixtureServer {
     ) -> Result<ListToolsResult, McpError> {
         let mut tools = self.tool_router.list_all();
         tools.extend(self.shared.added().iter().map(|n| Self::added_tool(n)));
-        let mut result = ListToolsResult::with_all_items(tools);
-        // Older protocol versions have no resultType.
-        result.result_type = None;
-        Ok(result)
+        // rmcp drops `resultType` for peers before 2026-07-28 and keeps it for later ones.
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(

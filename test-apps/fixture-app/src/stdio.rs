@@ -1,12 +1,15 @@
 //! Serving over stdio: a transport wrapper that implements `--crash-after-calls`, the `freeze`
-//! tool and the `tools/list` vendor fields at the message level, and the `--never-initialize`
-//! reader.
+//! tool, the `tools/list` vendor fields and `--era modern`'s refusal of `initialize` at the
+//! message level, and the `--never-initialize` reader.
 
 use std::collections::HashSet;
 use std::io::Write as _;
 use std::sync::Arc;
 
-use rmcp::model::{ClientRequest, CustomResult, JsonRpcMessage, RequestId, ServerResult};
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    ClientRequest, CustomResult, JsonRpcMessage, RequestId, ServerJsonRpcMessage, ServerResult,
+};
 use rmcp::service::{RoleServer, RxJsonRpcMessage, ServiceExt as _, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
@@ -74,33 +77,53 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for FixtureTransport<T> {
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
-        let frozen = self.shared.frozen.clone();
-        if frozen.is_cancelled() {
-            // Stop reading stdin for good; the process stays alive.
-            std::future::pending::<()>().await;
-        }
-        let message = tokio::select! {
-            message = self.inner.receive() => message,
-            () = frozen.cancelled() => std::future::pending().await,
-        };
-        if let Some(JsonRpcMessage::Request(request)) = &message {
-            match &request.request {
-                ClientRequest::CallToolRequest(call) => {
-                    self.calls_seen += 1;
-                    if Some(self.calls_seen) == self.crash_after_calls {
-                        self.crash_id = Some(request.id.clone());
-                    }
-                    if call.params.name == "freeze" {
-                        self.freeze_ids.insert(request.id.clone());
-                    }
-                }
-                ClientRequest::ListToolsRequest(_) => {
-                    self.list_tools_ids.insert(request.id.clone());
-                }
-                _ => {}
+        loop {
+            let frozen = self.shared.frozen.clone();
+            if frozen.is_cancelled() {
+                // Stop reading stdin for good; the process stays alive.
+                std::future::pending::<()>().await;
             }
+            let message = tokio::select! {
+                message = self.inner.receive() => message,
+                () = frozen.cancelled() => std::future::pending().await,
+            };
+            let mut message = message;
+            if let Some(JsonRpcMessage::Request(request)) = &mut message {
+                match &mut request.request {
+                    ClientRequest::InitializeRequest(init) if self.shared.era.is_modern_only() => {
+                        // rmcp would refuse it the same way and then end the session; answering
+                        // here keeps the pipes open for a client that goes on in 2026-07-28.
+                        let refusal = McpError::unsupported_protocol_version(
+                            init.params.protocol_version.clone(),
+                            &self.shared.era.supported_versions(),
+                        );
+                        let reply = ServerJsonRpcMessage::error(refusal, Some(request.id.clone()));
+                        if self.inner.send(reply).await.is_err() {
+                            return None;
+                        }
+                        continue;
+                    }
+                    ClientRequest::CallToolRequest(call) => {
+                        self.calls_seen += 1;
+                        if Some(self.calls_seen) == self.crash_after_calls {
+                            self.crash_id = Some(request.id.clone());
+                        }
+                        if call.params.name == "freeze" {
+                            self.freeze_ids.insert(request.id.clone());
+                        }
+                    }
+                    ClientRequest::ListToolsRequest(_) => {
+                        self.list_tools_ids.insert(request.id.clone());
+                    }
+                    ClientRequest::SubscriptionsListenRequest(listen) => {
+                        // See notify.rs: changes after this point reach the stream.
+                        listen.extensions.insert(self.shared.notifier.mark());
+                    }
+                    _ => {}
+                }
+            }
+            return message;
         }
-        message
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {

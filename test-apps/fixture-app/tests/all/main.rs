@@ -3,6 +3,8 @@
 
 // `cfg(test)` marks the helpers as test code, where clippy.toml allows unwrap and expect.
 #[cfg(test)]
+mod eras;
+#[cfg(test)]
 mod flags;
 #[cfg(test)]
 mod http_flags;

@@ -8,12 +8,14 @@ use std::time::Duration;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
     ElicitResult, ElicitationAction, ErrorData, Implementation, ProgressNotificationParam,
-    ProtocolVersion, RequestMetaObject,
+    ProtocolVersion, RequestMetaObject, ResourceUpdatedNotificationParam,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleClient, RunningService};
+use rmcp::service::{
+    ClientInitializeError, NotificationContext, RequestContext, RoleClient, RunningService,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, ServiceExt as _};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt as _};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
@@ -160,8 +162,16 @@ pub(crate) enum Event {
     ToolListChanged,
     ResourceListChanged,
     Progress(ProgressNotificationParam),
-    Log { level: String, data: Value },
-    ElicitationAsked { message: String, schema: Value },
+    Log {
+        level: String,
+        data: Value,
+    },
+    ElicitationAsked {
+        message: String,
+        schema: Value,
+    },
+    /// A `notifications/resources/updated` outside any listen stream (legacy subscriptions).
+    ResourceUpdated(String),
 }
 
 /// The client handler of the tests; it reports what it receives on a channel.
@@ -170,6 +180,21 @@ pub(crate) struct TestClient {
     elicit: Elicit,
     protocol: ProtocolVersion,
     events: mpsc::UnboundedSender<Event>,
+}
+
+impl TestClient {
+    /// A handler answering elicitations with `elicit`, asking `initialize` for `protocol`.
+    pub(crate) fn new(
+        elicit: Elicit,
+        protocol: ProtocolVersion,
+        events: mpsc::UnboundedSender<Event>,
+    ) -> Self {
+        Self {
+            elicit,
+            protocol,
+            events,
+        }
+    }
 }
 
 impl ClientHandler for TestClient {
@@ -215,6 +240,14 @@ impl ClientHandler for TestClient {
         let _ = self.events.send(Event::ResourceListChanged);
     }
 
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.events.send(Event::ResourceUpdated(params.uri));
+    }
+
     async fn on_progress(
         &self,
         params: ProgressNotificationParam,
@@ -247,11 +280,21 @@ pub(crate) struct Session {
     pub(crate) fixture: Fixture,
 }
 
+/// How the test client starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lifecycle {
+    /// The legacy `initialize` handshake (asking for [`Options::protocol`]).
+    Initialize,
+    /// 2026-07-28 only: `server/discover`, then per-request metadata and no session.
+    Discover2026,
+}
+
 /// Options for [`connect_with`].
 #[derive(Debug, Clone)]
 pub(crate) struct Options {
     pub(crate) elicit: Elicit,
     pub(crate) protocol: ProtocolVersion,
+    pub(crate) lifecycle: Lifecycle,
     pub(crate) args: Vec<String>,
     pub(crate) env: Vec<(String, String)>,
     pub(crate) cwd: Option<std::path::PathBuf>,
@@ -262,6 +305,7 @@ impl Default for Options {
         Self {
             elicit: Elicit::Unsupported,
             protocol: ProtocolVersion::V_2025_11_25,
+            lifecycle: Lifecycle::Initialize,
             args: Vec::new(),
             env: Vec::new(),
             cwd: None,
@@ -283,12 +327,18 @@ pub(crate) async fn connect(kind: Kind, args: &[&str]) -> Session {
 
 /// Starts the fixture over `kind` and connects a client configured by `options`.
 pub(crate) async fn connect_with(kind: Kind, options: Options) -> Session {
+    try_connect_with(kind, options)
+        .await
+        .unwrap_or_else(|e| panic!("connecting over {kind:?} failed: {e}"))
+}
+
+/// Like [`connect_with`], returning the client's start-up error instead of failing.
+pub(crate) async fn try_connect_with(
+    kind: Kind,
+    options: Options,
+) -> Result<Session, ClientInitializeError> {
     let (tx, events) = mpsc::unbounded_channel();
-    let handler = TestClient {
-        elicit: options.elicit,
-        protocol: options.protocol,
-        events: tx,
-    };
+    let handler = TestClient::new(options.elicit, options.protocol, tx);
     let extra: Vec<&str> = options.args.iter().map(String::as_str).collect();
     let mut args = match kind {
         Kind::Stdio => vec!["stdio"],
@@ -302,33 +352,43 @@ pub(crate) async fn connect_with(kind: Kind, options: Options) -> Session {
     if let Some(cwd) = &options.cwd {
         command.current_dir(cwd);
     }
+    let lifecycle = match options.lifecycle {
+        Lifecycle::Initialize => ClientLifecycleMode::Initialize,
+        Lifecycle::Discover2026 => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    };
     match kind {
         Kind::Stdio => {
             // rmcp speaks over any (AsyncRead, AsyncWrite) pair; owning the child keeps its
             // exit status and stderr available to the test.
             let (fixture, stdout, stdin) = Fixture::spawn(command);
-            let client = within("initialize over stdio", handler.serve((stdout, stdin)))
-                .await
-                .expect("initialize over stdio");
-            Session {
+            let client = within(
+                "starting the client over stdio",
+                handler.serve_with_lifecycle((stdout, stdin), lifecycle),
+            )
+            .await?;
+            Ok(Session {
                 client,
                 events,
                 fixture,
-            }
+            })
         }
         Kind::Http => {
             let fixture = Fixture::http_with(command).await;
             let transport = StreamableHttpClientTransport::from_config(
                 StreamableHttpClientTransportConfig::with_uri(fixture.mcp_url.clone()),
             );
-            let client = within("initialize over HTTP", handler.serve(transport))
-                .await
-                .expect("initialize over HTTP");
-            Session {
+            let client = within(
+                "starting the client over HTTP",
+                handler.serve_with_lifecycle(transport, lifecycle),
+            )
+            .await?;
+            Ok(Session {
                 client,
                 events,
                 fixture,
-            }
+            })
         }
     }
 }

@@ -50,6 +50,7 @@ async fn lists_tools_with_their_metadata_and_the_view(kind: Kind) {
         "elicit",
         "notify_tools_changed",
         "notify_resources_changed",
+        "touch_resource",
         "log",
         "echo_session",
         "echo_meta",
