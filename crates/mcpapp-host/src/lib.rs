@@ -52,6 +52,7 @@ mod chat;
 mod config;
 mod csp;
 mod error;
+mod gateway;
 mod intake;
 mod proxy;
 mod security;
@@ -71,6 +72,7 @@ pub use config::{
     DEFAULT_PROXY_SESSION_IDLE, GatewaySettings, HostConfig,
 };
 pub use csp::{ViewPolicy, sanitize_origin, view_policy};
+pub use gateway::{DEFAULT_BIND, DEFAULT_DRAIN, Gateway, GatewayBuilder, StartError};
 pub use security::{ExposureError, check_exposure};
 pub use serve::serve;
 pub use state::{DiagnosticsFn, HostParts};

@@ -75,7 +75,21 @@ async fn apps_lists_every_app_without_secrets() {
     apps.manifest("broken", &json!({"id": "broken"}));
     apps.manifest("no-id", &json!({"command": "x"}));
     let gateway = Gateway::start(apps, |_| {}).await;
-    let (status, body) = gateway.get_json("/apps").await;
+    // The unreachable app is restarted with backoff, so it is Failed only between attempts;
+    // look until it is seen there.
+    let deadline = tokio::time::Instant::now() + crate::PATIENCE;
+    let (status, body) = loop {
+        let (status, body) = gateway.get_json("/apps").await;
+        let failed = body["apps"].as_array().is_some_and(|l| {
+            l.iter()
+                .any(|a| a["id"] == "remote" && a["lifecycle"] == "Failed")
+        });
+        if failed || tokio::time::Instant::now() > deadline {
+            break (status, body);
+        }
+        let mut events = gateway.supervisor.subscribe();
+        let _ = tokio::time::timeout(crate::PATIENCE, events.recv()).await;
+    };
     assert_eq!(status, 200);
     let text = body.to_string();
     assert!(

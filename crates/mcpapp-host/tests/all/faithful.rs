@@ -14,7 +14,7 @@ use crate::{Gateway, PATIENCE};
 async fn stdio_gateway(
     id: &str,
     extra: &str,
-    tweak: impl FnOnce(&mut mcpapp_host::HostConfig),
+    tweak: impl FnOnce(&mut mcpapp_host::HostConfig) + Send + 'static,
 ) -> Gateway {
     let apps = AppsDir::new();
     apps.stdio_app(id, &bin("fixture-app"), &["stdio"], extra);

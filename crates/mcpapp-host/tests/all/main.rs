@@ -17,10 +17,10 @@ mod views;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcpapp_agent::{Agent, AgentConfig, ChatModel, OfflineModel};
-use mcpapp_bridge::{AppToolSync, ToolRegistry};
+use mcpapp_agent::{ChatModel, OfflineModel};
+use mcpapp_bridge::ToolRegistry;
 use mcpapp_discovery::Discovery;
-use mcpapp_host::{Host, HostConfig, HostParts};
+use mcpapp_host::HostConfig;
 use mcpapp_manifest::McpAppsConfig;
 use mcpapp_supervisor::{SupervisionPolicy, Supervisor};
 use mcpapp_testkit::AppsDir;
@@ -28,24 +28,15 @@ use serde_json::Value;
 
 pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
 
-/// A gateway serving on a free loopback port.
+/// A gateway serving on a free loopback port, built by the composition root the gateway
+/// binary uses, over the apps of an [`AppsDir`].
 pub(crate) struct Gateway {
     pub(crate) url: String,
     pub(crate) sandbox_url: String,
     pub(crate) supervisor: Supervisor,
     pub(crate) registry: ToolRegistry,
     pub(crate) apps: AppsDir,
-    /// Kept alive for as long as the gateway: dropping it withdraws the app tools.
-    _sync: Arc<AppToolSync>,
-    server: tokio::task::JoinHandle<()>,
-    sandbox_server: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        self.server.abort();
-        self.sandbox_server.abort();
-    }
+    inner: mcpapp_host::Gateway,
 }
 
 pub(crate) fn policy() -> SupervisionPolicy {
@@ -58,7 +49,10 @@ pub(crate) fn policy() -> SupervisionPolicy {
 
 impl Gateway {
     /// Starts a gateway over the apps in `apps`, waiting until they settle.
-    pub(crate) async fn start(apps: AppsDir, tweak: impl FnOnce(&mut HostConfig)) -> Self {
+    pub(crate) async fn start(
+        apps: AppsDir,
+        tweak: impl FnOnce(&mut HostConfig) + Send + 'static,
+    ) -> Self {
         Self::start_with_model(apps, Arc::new(OfflineModel::new()), tweak).await
     }
 
@@ -66,7 +60,7 @@ impl Gateway {
     pub(crate) async fn start_with_model(
         apps: AppsDir,
         model: Arc<dyn ChatModel>,
-        tweak: impl FnOnce(&mut HostConfig),
+        tweak: impl FnOnce(&mut HostConfig) + Send + 'static,
     ) -> Self {
         if std::env::var_os("RUST_LOG").is_some() {
             let _ = tracing_subscriber::fmt().with_test_writer().try_init();
@@ -79,61 +73,23 @@ impl Gateway {
             .discovery_paths(vec![apps.path().display().to_string()], apps.path())
             .build()
             .unwrap();
-        let supervisor = Supervisor::builder().policy(policy()).build();
-        supervisor.load(&discovery.scan());
-        assert!(supervisor.wait_settled(PATIENCE).await);
-        let registry = ToolRegistry::new();
-        // App tools reach the registry (the agent's and /mcp's) as in the gateway binary.
-        let sync = Arc::new(AppToolSync::start(&supervisor, &registry));
-        sync.synced().await;
-        let diagnostics = {
-            let sync = sync.clone();
-            Arc::new(move || {
-                sync.diagnostics()
-                    .iter()
-                    .map(|d| serde_json::to_value(d).unwrap())
-                    .collect()
-            })
-        };
-        let agent = Agent::new(registry.clone(), model, AgentConfig::default());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let sandbox_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let sandbox_addr = sandbox_listener.local_addr().unwrap();
-        let mut host_config = HostConfig::new(addr);
-        host_config.sandbox_origin = Some(format!("http://{sandbox_addr}"));
-        tweak(&mut host_config);
-        let parts = HostParts::new(supervisor.clone(), registry.clone(), agent)
-            .with_discovery(discovery)
-            .with_diagnostics(diagnostics);
-        let limits = host_config.connections;
-        let host = Host::new(parts, host_config);
-        let app = host.router();
-        let sandbox = host.sandbox_router();
-        // The gateway binary's serve loop, so the connection limits are under test too.
-        let server = tokio::spawn(mcpapp_host::serve(
-            listener,
-            app,
-            limits,
-            std::future::pending(),
-            Duration::ZERO,
-        ));
-        let sandbox_server = tokio::spawn(mcpapp_host::serve(
-            sandbox_listener,
-            sandbox,
-            limits,
-            std::future::pending(),
-            Duration::ZERO,
-        ));
+        let inner = mcpapp_host::Gateway::builder(discovery)
+            .bind("127.0.0.1:0".parse().unwrap())
+            .policy(policy())
+            .model(model)
+            .drain(Duration::ZERO)
+            .configure_host(tweak)
+            .start()
+            .await
+            .unwrap();
+        assert!(inner.wait_settled(PATIENCE).await);
         Self {
-            url: format!("http://{addr}"),
-            sandbox_url: format!("http://{sandbox_addr}"),
-            supervisor,
-            registry,
+            url: format!("http://{}", inner.local_addr()),
+            sandbox_url: format!("http://{}", inner.sandbox_addr()),
+            supervisor: inner.supervisor().clone(),
+            registry: inner.registry().clone(),
             apps,
-            _sync: sync,
-            server,
-            sandbox_server,
+            inner,
         }
     }
 
@@ -154,6 +110,6 @@ impl Gateway {
     }
 
     pub(crate) async fn shutdown(self) {
-        self.supervisor.shutdown().await;
+        self.inner.shutdown().await;
     }
 }

@@ -1,0 +1,368 @@
+//! The composition root: one place that assembles a whole gateway (the supervisor and its
+//! apps, the tool registry and the sync that fills it, the agent, the host's routers, both
+//! listeners) and takes it down again in the right order. The `serve` command and the
+//! integration tests both build their gateway here.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcpapp_agent::{Agent, AgentConfig, ChatModel, OfflineModel};
+use mcpapp_bridge::{AppToolSync, ToolRegistry};
+use mcpapp_discovery::{Discovery, DiscoveryReport};
+use mcpapp_supervisor::{Keeper, SupervisionPolicy, Supervisor};
+use tokio::sync::watch;
+use tracing::info;
+
+use crate::config::{GatewaySettings, HostConfig};
+use crate::security::{ExposureError, check_exposure};
+use crate::state::HostParts;
+use crate::{Host, serve};
+
+/// Address used when neither the builder nor `Gateway.Bind` says otherwise.
+pub const DEFAULT_BIND: &str = "127.0.0.1:8787";
+/// How long open connections (event streams) may delay shutdown, by default.
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(5);
+
+/// Why a gateway could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The address is not loopback and no token protects it.
+    #[error(transparent)]
+    Exposure(#[from] ExposureError),
+    /// An address setting is not an address.
+    #[error("{setting} '{value}' is not an address such as 127.0.0.1:8787")]
+    BadAddress {
+        /// `Gateway.Bind`, `Gateway.SandboxBind` or the builder's.
+        setting: &'static str,
+        /// The value as given.
+        value: String,
+    },
+    /// A listener could not be opened.
+    #[error("cannot listen on {addr}{what}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// What it was for (empty for the main listener).
+        what: &'static str,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Scanning the discovery paths did not finish (its thread panicked or was cancelled).
+    #[error("discovery did not finish: {0}")]
+    Discovery(String),
+}
+
+/// Configures a [`Gateway`]. Create one with [`Gateway::builder`].
+pub struct GatewayBuilder {
+    discovery: Discovery,
+    settings: GatewaySettings,
+    bind: Option<SocketAddr>,
+    token: Option<String>,
+    model: Option<Arc<dyn ChatModel>>,
+    keeper: Option<Keeper>,
+    policy: Option<SupervisionPolicy>,
+    drain: Duration,
+    configure: Option<ConfigureHost>,
+}
+
+/// A last change to the host's configuration (see [`GatewayBuilder::configure_host`]).
+type ConfigureHost = Box<dyn FnOnce(&mut HostConfig) + Send>;
+
+impl std::fmt::Debug for GatewayBuilder {
+    // The token stays out of debug output.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayBuilder")
+            .field("bind", &self.bind)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GatewayBuilder {
+    /// The `Gateway` configuration section (addresses, token, origins, limits).
+    pub fn settings(mut self, settings: GatewaySettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// The main listener's address, over `Gateway.Bind` (port 0 picks a free port).
+    pub fn bind(mut self, addr: SocketAddr) -> Self {
+        self.bind = Some(addr);
+        self
+    }
+
+    /// The bearer token every route but static assets requires, over `Gateway.AuthToken`.
+    pub fn token(mut self, token: Option<String>) -> Self {
+        self.token = token.filter(|t| !t.trim().is_empty());
+        self
+    }
+
+    /// The agent's chat model; the offline command mode without one.
+    pub fn model(mut self, model: Arc<dyn ChatModel>) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// The keeper process that kills every app if the gateway dies (see
+    /// `mcpapp_supervisor::Keeper`).
+    pub fn keeper(mut self, keeper: Keeper) -> Self {
+        self.keeper = Some(keeper);
+        self
+    }
+
+    /// One supervision policy for every app, ignoring `McpApps.Supervision` (for tests).
+    pub fn policy(mut self, policy: SupervisionPolicy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// How long open connections may delay shutdown (default 5 s).
+    pub fn drain(mut self, drain: Duration) -> Self {
+        self.drain = drain;
+        self
+    }
+
+    /// A last say on the host's configuration, after the settings are applied.
+    pub fn configure_host(
+        mut self,
+        configure: impl FnOnce(&mut HostConfig) + Send + 'static,
+    ) -> Self {
+        self.configure = Some(Box::new(configure));
+        self
+    }
+
+    /// Opens both listeners, scans for apps, starts them in the background and serves.
+    /// Returns at once: apps settle while the endpoints answer.
+    ///
+    /// # Errors
+    /// [`StartError`] when an address is refused or cannot be listened on.
+    pub async fn start(self) -> Result<Gateway, StartError> {
+        let settings = self.settings;
+        let addr = match self.bind {
+            Some(addr) => addr,
+            None => {
+                let value = settings
+                    .bind
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_BIND.to_owned());
+                value.parse().map_err(|_| StartError::BadAddress {
+                    setting: "Gateway.Bind",
+                    value,
+                })?
+            }
+        };
+        let token = self
+            .token
+            .or_else(|| settings.auth_token.clone().filter(|t| !t.trim().is_empty()));
+        check_exposure(
+            addr,
+            token.as_deref(),
+            settings.allow_remote_without_token.unwrap_or(false),
+        )?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartError::Listen {
+                addr,
+                what: "",
+                source,
+            })?;
+        let local = local_addr(&listener, addr, "")?;
+        // App views need an origin of their own: a second listener on the same host.
+        let sandbox_bind = match &settings.sandbox_bind {
+            Some(value) => value.parse().map_err(|_| StartError::BadAddress {
+                setting: "Gateway.SandboxBind",
+                value: value.clone(),
+            })?,
+            None => SocketAddr::new(local.ip(), 0),
+        };
+        let sandbox_listener =
+            tokio::net::TcpListener::bind(sandbox_bind)
+                .await
+                .map_err(|source| StartError::Listen {
+                    addr: sandbox_bind,
+                    what: " for the sandbox",
+                    source,
+                })?;
+        let sandbox_local = local_addr(&sandbox_listener, sandbox_bind, " for the sandbox")?;
+
+        let discovery = self.discovery.clone();
+        let report = tokio::task::spawn_blocking(move || discovery.scan())
+            .await
+            .map_err(|e| StartError::Discovery(e.to_string()))?;
+        let mut supervisor = Supervisor::builder().config(self.discovery.config());
+        if let Some(keeper) = self.keeper {
+            supervisor = supervisor.keeper(keeper);
+        }
+        if let Some(policy) = self.policy {
+            supervisor = supervisor.policy(policy);
+        }
+        let supervisor = supervisor.build();
+        let registry = ToolRegistry::new();
+        let model = self.model.unwrap_or_else(|| Arc::new(OfflineModel::new()));
+        info!(model = model.label(), "chat model");
+        let agent = Agent::new(registry.clone(), model, AgentConfig::default());
+        let mut config = HostConfig::new(local).with_settings(&settings);
+        config.auth_token = token;
+        config.sandbox_origin = Some(format!("http://{sandbox_local}"));
+        if let Some(configure) = self.configure {
+            configure(&mut config);
+        }
+        // App tools follow the supervisor into the agent's registry (and /mcp).
+        let sync = Arc::new(AppToolSync::start(&supervisor, &registry));
+        let diagnostics = {
+            let sync = sync.clone();
+            Arc::new(move || {
+                sync.diagnostics()
+                    .iter()
+                    .filter_map(|d| serde_json::to_value(d).ok())
+                    .collect()
+            })
+        };
+        let parts = HostParts::new(supervisor.clone(), registry.clone(), agent)
+            .with_discovery(self.discovery)
+            .with_diagnostics(diagnostics);
+        let limits = config.connections;
+        let host = Host::new(parts, config);
+        let (stop, stopped) = watch::channel(false);
+        let until_stopped = |mut stopped: watch::Receiver<bool>| async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        let main = tokio::spawn(serve(
+            listener,
+            host.router(),
+            limits,
+            until_stopped(stopped.clone()),
+            self.drain,
+        ));
+        let sandbox = tokio::spawn(serve(
+            sandbox_listener,
+            host.sandbox_router(),
+            limits,
+            until_stopped(stopped),
+            self.drain,
+        ));
+        // Apps start in the background; the endpoints answer at once.
+        supervisor.load(&report);
+        info!(
+            "mcpapp gateway listening on http://{local} (open http://{local}/ in a browser); app views are sandboxed on http://{sandbox_local}"
+        );
+        Ok(Gateway {
+            local,
+            sandbox_local,
+            supervisor,
+            registry,
+            sync,
+            host,
+            report,
+            stop,
+            servers: vec![main, sandbox],
+        })
+    }
+}
+
+fn local_addr(
+    listener: &tokio::net::TcpListener,
+    addr: SocketAddr,
+    what: &'static str,
+) -> Result<SocketAddr, StartError> {
+    listener
+        .local_addr()
+        .map_err(|source| StartError::Listen { addr, what, source })
+}
+
+/// A running gateway. [`Gateway::shutdown`] takes it down in order: long-lived streams are
+/// told, the listeners stop accepting and drain, the apps stop, the registry is emptied.
+/// Dropping it without a shutdown still stops every app (the supervisor's drop does).
+pub struct Gateway {
+    local: SocketAddr,
+    sandbox_local: SocketAddr,
+    supervisor: Supervisor,
+    registry: ToolRegistry,
+    sync: Arc<AppToolSync>,
+    host: Host,
+    report: DiscoveryReport,
+    stop: watch::Sender<bool>,
+    servers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("local", &self.local)
+            .field("sandbox_local", &self.sandbox_local)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// Starts configuring a gateway over the apps `discovery` finds.
+    pub fn builder(discovery: Discovery) -> GatewayBuilder {
+        GatewayBuilder {
+            discovery,
+            settings: GatewaySettings::default(),
+            bind: None,
+            token: None,
+            model: None,
+            keeper: None,
+            policy: None,
+            drain: DEFAULT_DRAIN,
+            configure: None,
+        }
+    }
+
+    /// The main listener's address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The sandbox listener's address (the origin app views run on).
+    pub fn sandbox_addr(&self) -> SocketAddr {
+        self.sandbox_local
+    }
+
+    /// The running apps.
+    pub fn supervisor(&self) -> &Supervisor {
+        &self.supervisor
+    }
+
+    /// The agent's tool registry (what `/mcp` serves).
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// The HTTP side.
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    /// What the start-up scan found, diagnostics included.
+    pub fn report(&self) -> &DiscoveryReport {
+        &self.report
+    }
+
+    /// Waits until every app has settled and its tools are registered, or `deadline` passes;
+    /// returns whether all settled.
+    pub async fn wait_settled(&self, deadline: Duration) -> bool {
+        let settled = self.supervisor.wait_settled(deadline).await;
+        self.sync.synced().await;
+        settled
+    }
+
+    /// Takes the gateway down: streams are told, listeners drain (up to the drain time), apps
+    /// stop, the registry is emptied.
+    pub async fn shutdown(self) {
+        info!("shutting down");
+        self.host.begin_shutdown();
+        let _ = self.stop.send(true);
+        for server in self.servers {
+            let _ = server.await;
+        }
+        self.supervisor.shutdown().await;
+        drop(self.sync);
+        info!("stopped");
+    }
+}
