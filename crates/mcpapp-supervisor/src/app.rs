@@ -86,6 +86,10 @@ pub(crate) struct AppShared {
     commands: Option<mpsc::UnboundedSender<Command>>,
     events: broadcast::Sender<SupervisorEvent>,
     spec: Mutex<Option<(AppSpec, SupervisionPolicy)>>,
+    /// The chat sessions of the gateway's own requests in flight.
+    causes: crate::elicit::Causes,
+    /// Answers input a modern app asks of the gateway's own calls.
+    pub(crate) elicitor: Option<Arc<dyn crate::elicit::Elicitor>>,
 }
 
 impl std::fmt::Debug for AppShared {
@@ -100,6 +104,8 @@ impl std::fmt::Debug for AppShared {
 #[derive(Clone)]
 pub(crate) struct TaskContext {
     pub(crate) env: Arc<Environment>,
+    /// Answers elicitations of the gateway's own calls (see `elicit.rs`).
+    pub(crate) elicitor: Option<Arc<dyn crate::elicit::Elicitor>>,
     pub(crate) processes: ProcessTable,
 }
 
@@ -110,6 +116,7 @@ impl AppShared {
         state: InstallState,
         runnable: Option<(AppSpec, SupervisionPolicy)>,
         events: broadcast::Sender<SupervisorEvent>,
+        elicitor: Option<Arc<dyn crate::elicit::Elicitor>>,
     ) -> (Arc<Self>, Option<mpsc::UnboundedReceiver<Command>>) {
         let (commands, receiver) = match runnable {
             Some(_) => {
@@ -134,6 +141,8 @@ impl AppShared {
             connection: Mutex::new(None),
             descriptors: watch::channel(Arc::new(Descriptors::default())).0,
             stderr: StderrTail::default(),
+            causes: crate::elicit::Causes::default(),
+            elicitor,
             commands,
             events,
             spec: Mutex::new(runnable),
@@ -249,6 +258,11 @@ impl AppShared {
         let connection = self.current().ok_or_else(|| self.not_running())?;
         let timeout = connection.request_timeout;
         let mut options = PeerRequestOptions::with_timeout(timeout);
+        let session = meta
+            .as_ref()
+            .and_then(|m| m.0.get("sessionId"))
+            .and_then(|s| s.as_str())
+            .map(str::to_owned);
         if let Some(meta) = meta {
             options = options.with_meta(meta);
         }
@@ -263,6 +277,14 @@ impl AppShared {
             .send_request_with_option(request, options)
             .await
             .map_err(|e| transport(e.to_string()))?;
+        // The chat session a call belongs to, for an elicitation it causes.
+        let _cause = session.map(|session| {
+            self.causes.note(&handle.id, session);
+            CauseGuard {
+                causes: self.causes.clone(),
+                id: handle.id.clone(),
+            }
+        });
         // rmcp cancels upstream on its own timeout, but not when the caller stops waiting
         // (an agent turn cancelled, a select! lost): the guard covers that case.
         let mut guard = AbandonGuard {
@@ -325,6 +347,18 @@ impl AppShared {
             .current()
             .ok_or_else(|| PortError::NotRunning(self.snapshot.borrow().state.lifecycle))?;
         connection.open_port(initialize).await
+    }
+}
+
+/// Forgets a request's session once it is answered (or given up).
+struct CauseGuard {
+    causes: crate::elicit::Causes,
+    id: rmcp::model::RequestId,
+}
+
+impl Drop for CauseGuard {
+    fn drop(&mut self) {
+        self.causes.forget(&self.id);
     }
 }
 
@@ -741,7 +775,12 @@ async fn start(
                         .map_err(|e| format!("cannot create an HTTP client: {e}"))?,
                 ),
             };
-            let handler = GatewayClient::new(shared.id.clone(), notices.clone());
+            let handler = GatewayClient::new(
+                shared.id.clone(),
+                notices.clone(),
+                shared.causes.clone(),
+                context.elicitor.clone(),
+            );
             match Connection::open(
                 &shared.id,
                 link,

@@ -9,6 +9,8 @@
 // speaks 2025-11-25, where servers still use them; answering them is required.
 #![allow(deprecated)]
 
+use std::sync::Arc;
+
 use rmcp::ClientHandler;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
@@ -16,8 +18,11 @@ use rmcp::model::{
     ListRootsResult, ProtocolVersion,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
+
 use tokio::sync::mpsc;
 use tracing::{info, warn};
+
+use crate::elicit::{CAUSE_META, Causes, ElicitationRequest, Elicitor};
 
 /// The MCP Apps extension id and what it advertises.
 pub(crate) const UI_EXTENSION: &str = "io.modelcontextprotocol/ui";
@@ -31,15 +36,36 @@ pub(crate) enum Notice {
 }
 
 /// The handler behind the gateway's rmcp client for one app.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct GatewayClient {
     app_id: String,
     notices: mpsc::UnboundedSender<Notice>,
+    causes: Causes,
+    elicitor: Option<Arc<dyn Elicitor>>,
+}
+
+impl std::fmt::Debug for GatewayClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayClient")
+            .field("app_id", &self.app_id)
+            .field("elicitor", &self.elicitor.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl GatewayClient {
-    pub(crate) fn new(app_id: String, notices: mpsc::UnboundedSender<Notice>) -> Self {
-        Self { app_id, notices }
+    pub(crate) fn new(
+        app_id: String,
+        notices: mpsc::UnboundedSender<Notice>,
+        causes: Causes,
+        elicitor: Option<Arc<dyn Elicitor>>,
+    ) -> Self {
+        Self {
+            app_id,
+            notices,
+            causes,
+            elicitor,
+        }
     }
 }
 
@@ -85,12 +111,28 @@ impl ClientHandler for GatewayClient {
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let _ = request;
+        let session_id = context
+            .meta
+            .get(CAUSE_META)
+            .and_then(|cause| cause.as_str())
+            .and_then(|cause| self.causes.session_of(cause));
+        if let Some(elicitor) = &self.elicitor {
+            let asked = ElicitationRequest {
+                app_id: self.app_id.clone(),
+                session_id,
+                params: request,
+            };
+            if let Some(answer) = elicitor.elicit(asked).await {
+                return Ok(answer);
+            }
+            info!(app = %self.app_id, "an elicitation of the gateway's own call was declined");
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        }
         warn!(
             app = %self.app_id,
-            "declined an elicitation request: no browser session of this app could be identified as its cause"
+            "declined an elicitation request: no client session of this app could answer it"
         );
         Ok(ElicitResult::new(ElicitationAction::Decline))
     }

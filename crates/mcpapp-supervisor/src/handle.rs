@@ -133,7 +133,13 @@ impl AppHandle {
             {
                 ServerResult::CallToolResult(result) => return Ok(result),
                 ServerResult::InputRequiredResult(asked) => {
-                    params = params.with_input_responses(self.answer_without_user(&asked)?);
+                    let session = meta
+                        .as_ref()
+                        .and_then(|m| m.0.get("sessionId"))
+                        .and_then(|s| s.as_str())
+                        .map(str::to_owned);
+                    params =
+                        params.with_input_responses(self.answer_inputs(&asked, session).await?);
                     if let Some(state) = asked.request_state {
                         params = params.with_request_state(state);
                     }
@@ -149,16 +155,34 @@ impl AppHandle {
         })
     }
 
-    /// Answers a modern app's input requests without a user.
-    fn answer_without_user(
+    /// Answers a modern app's input requests as the gateway's client answers server requests:
+    /// elicitation through the elicitor (the chat session's user), else declined; no roots.
+    async fn answer_inputs(
         &self,
         asked: &rmcp::model::InputRequiredResult,
+        session_id: Option<String>,
     ) -> Result<rmcp::model::InputResponses, CallError> {
         use rmcp::model::InputRequest;
         let mut responses = rmcp::model::InputResponses::new();
         for (key, request) in asked.input_requests.iter().flatten() {
             let answer = match request {
-                InputRequest::Elicitation(_) => serde_json::json!({ "action": "decline" }),
+                InputRequest::Elicitation(elicitation) => {
+                    let answer = match &self.shared.elicitor {
+                        Some(elicitor) => {
+                            elicitor
+                                .elicit(crate::elicit::ElicitationRequest {
+                                    app_id: self.id().to_owned(),
+                                    session_id: session_id.clone(),
+                                    params: elicitation.params.clone(),
+                                })
+                                .await
+                        }
+                        None => None,
+                    };
+                    answer
+                        .and_then(|a| serde_json::to_value(a).ok())
+                        .unwrap_or_else(|| serde_json::json!({ "action": "decline" }))
+                }
                 InputRequest::ListRoots(_) => serde_json::json!({ "roots": [] }),
                 _ => {
                     return Err(CallError::Remote {

@@ -44,6 +44,7 @@
 mod app;
 mod client;
 mod descriptors;
+mod elicit;
 mod era;
 mod error;
 mod events;
@@ -64,6 +65,7 @@ pub use descriptors::{
     Descriptors, MCP_APP_MIME, PromptArgumentDescriptor, PromptDescriptor, ResourceDescriptor,
     ResourceTemplateDescriptor, ToolDescriptor, Visibility, is_mcp_app_mime,
 };
+pub use elicit::{ElicitFuture, ElicitationRequest, Elicitor};
 pub use era::{MODERN_PROTOCOL_VERSION, request_protocol_version};
 pub use error::{CallError, ControlError};
 pub use events::SupervisorEvent;

@@ -1539,6 +1539,23 @@ impl Router {
             },
             Origin::Stdio | Origin::Get => self.sole_capable_port(&method).map_err(Some),
         };
+        // What rmcp answers, it answers for the request that caused it, when that is known.
+        let rmcp_cause = match origin {
+            Origin::Post(key) if self.rmcp_in_flight.contains(key) => Some(key.clone()),
+            Origin::Stdio | Origin::Get if self.rmcp_in_flight.len() == 1 => {
+                self.rmcp_in_flight.iter().next().cloned()
+            }
+            _ => None,
+        };
+        let mut message = message;
+        if routed.is_err()
+            && let Some(cause) = &rmcp_cause
+        {
+            let _ = message.set_path(
+                &["params", "_meta", crate::elicit::CAUSE_META],
+                &raw_string(cause),
+            );
+        }
         match routed {
             Ok((port, request)) if self.port_era(port) == Era::Modern => {
                 self.hold_for_input(port, &request, id, &method, &message)

@@ -28,6 +28,7 @@ pub struct SupervisorBuilder {
     policy: Option<SupervisionPolicy>,
     env: Environment,
     keeper: Option<Arc<Keeper>>,
+    elicitor: Option<Arc<dyn crate::elicit::Elicitor>>,
 }
 
 impl std::fmt::Debug for SupervisorBuilder {
@@ -91,6 +92,13 @@ impl SupervisorBuilder {
         self
     }
 
+    /// Who answers elicitations the gateway's own calls cause (an agent's tool call), for
+    /// example by asking the chat session's user; without one they are declined.
+    pub fn elicitor(mut self, elicitor: Arc<dyn crate::elicit::Elicitor>) -> Self {
+        self.elicitor = Some(elicitor);
+        self
+    }
+
     /// Builds the supervisor; nothing runs until [`Supervisor::load`].
     pub fn build(self) -> Supervisor {
         Supervisor {
@@ -100,6 +108,7 @@ impl SupervisorBuilder {
                 events: broadcast::channel(EVENT_BACKLOG).0,
                 context: TaskContext {
                     env: Arc::new(self.env),
+                    elicitor: self.elicitor,
                     processes: ProcessTable::with_keeper(self.keeper),
                 },
                 global: self.global,
@@ -181,6 +190,7 @@ impl Supervisor {
             policy: None,
             env: Environment::default(),
             keeper: None,
+            elicitor: None,
         }
     }
 
@@ -202,8 +212,12 @@ impl Supervisor {
             .spec
             .clone()
             .map(|spec| (spec, self.policy_for(app.id())));
-        let (shared, commands) =
-            AppShared::new(app.state.clone(), runnable, self.inner.events.clone());
+        let (shared, commands) = AppShared::new(
+            app.state.clone(),
+            runnable,
+            self.inner.events.clone(),
+            self.inner.context.elicitor.clone(),
+        );
         let handle = AppHandle { shared };
         if let Some(commands) = commands {
             pending.push((handle.clone(), commands));

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::needless_pass_by_value)]
 
 mod connect;
+mod elicitor;
 mod http_link;
 mod isolation;
 mod ports;
