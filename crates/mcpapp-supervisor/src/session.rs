@@ -855,6 +855,28 @@ impl ResponseStream {
     }
 }
 
+/// The same messages as [`ResponseStream::next`], for stream combinators.
+impl futures::Stream for ResponseStream {
+    type Item = RawMessage;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<RawMessage>> {
+        if self.done {
+            return std::task::Poll::Ready(None);
+        }
+        let polled = self.rx.poll_recv(cx);
+        if let std::task::Poll::Ready(message) = &polled {
+            match message {
+                Some(message) if !message.is_response() => {}
+                _ => self.done = true,
+            }
+        }
+        polled
+    }
+}
+
 impl Drop for ResponseStream {
     fn drop(&mut self) {
         if !self.done {

@@ -14,59 +14,76 @@
 //! session may send, and the agent session it speaks for) and [`forward`] (the port, and the
 //! reply as JSON or an event stream). A request whose client goes away is cancelled upstream
 //! at once (dropping its reply stream does it). The GET stream is reopenable and resumes after
-//! `Last-Event-ID` (see `events.rs`); its first event primes clients of 2025-11-25 and later
-//! with an id and a `retry` interval. Sessions are bounded (see `sessions.rs`).
+//! `Last-Event-ID` (see `streamable/events.rs`); its first event primes clients of 2025-11-25 and later
+//! with an id and a `retry` interval. Sessions are bounded (see `streamable/sessions.rs`).
 
 // The helpers below return the HTTP response to send instead as their error; it is built once
 // per refused request, so its size on the stack does not matter.
 #![allow(clippy::result_large_err)]
 
-mod events;
 mod modern;
-mod sessions;
 
-use std::convert::Infallible;
-use std::time::Duration;
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures::stream::{self, StreamExt};
 use mcpapp_manifest::Lifecycle;
 use mcpapp_supervisor::{
-    AppHandle, MessageKind, PORT_PROTOCOL_VERSIONS, PortError, PortReply, RawMessage,
-    ResponseStream, raw_string,
+    AppHandle, MessageKind, Port, PortError, PortReply, RawMessage, raw_string,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tracing::{debug, info};
 
-use self::events::Resume;
-pub(crate) use self::sessions::ProxySessions;
-use self::sessions::{Busy, ProxySession};
-use crate::chat::KEEP_ALIVE;
 use crate::state::AppState;
+use crate::streamable::events::EventLog;
+use crate::streamable::sessions::{Activity, Busy, Session, Sessions};
 use crate::streamable::{
-    LAST_EVENT_ID_HEADER, PROTOCOL_HEADER, SESSION_HEADER, VERSION_WITHOUT_HEADER, accepts,
-    header_text, json_reply, rpc_error,
+    Era, SESSION_HEADER, check_version, event_stream, final_reply, header_text, json_reply,
+    read_message, require_event_stream, rpc_error, stream_reply,
 };
 
-/// Which era a client speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Era {
-    Legacy,
-    Modern,
+/// The browser sessions of every app, capped per app.
+pub(crate) type ProxySessions = Sessions<ProxySession>;
+
+/// One browser session of `/apps/mcp/{appId}`: a port on the app's upstream session.
+pub(crate) struct ProxySession {
+    app_id: String,
+    port: Port,
+    /// The session's standalone event stream: held by the GET that serves it, so one GET
+    /// at a time; what it sent is kept for a reconnecting client.
+    events: Arc<tokio::sync::Mutex<EventLog>>,
+    activity: Arc<Activity>,
 }
 
-/// How long a response may take before the reply switches from JSON to an event stream.
-const JSON_WINDOW: Duration = Duration::from_secs(1);
-/// The reconnection interval the GET stream's priming event suggests.
-const RETRY: Duration = Duration::from_secs(1);
-/// The first protocol version whose clients expect a priming event.
-const PRIMING_SINCE: &str = "2025-11-25";
+impl ProxySession {
+    fn new(app_id: String, port: Port) -> Self {
+        let events = EventLog::new(port.take_notifications());
+        Self {
+            app_id,
+            port,
+            events: Arc::new(tokio::sync::Mutex::new(events)),
+            activity: Activity::new(),
+        }
+    }
+}
+
+impl Session for ProxySession {
+    fn group(&self) -> &str {
+        &self.app_id
+    }
+
+    fn activity(&self) -> &Arc<Activity> {
+        &self.activity
+    }
+
+    fn describe(&self) -> String {
+        format!("app {} port {}", self.app_id, self.port.id())
+    }
+}
 
 /// The app a request of `/apps/mcp/{appId}` names; unknown ids are 404 (never a fall-through
 /// to the gateway's own tools).
@@ -117,43 +134,6 @@ fn running(app: &AppHandle, id: Option<&RawValue>) -> Result<(), Response> {
     }
 }
 
-/// Reads a POST: the media types, then one JSON-RPC message in UTF-8.
-fn read_message(headers: &HeaderMap, body: &Bytes) -> Result<RawMessage, Response> {
-    if !accepts(headers, &["application/json", "text/event-stream"]) {
-        return Err(rpc_error(
-            StatusCode::NOT_ACCEPTABLE,
-            None,
-            -32600,
-            "the Accept header must list application/json and text/event-stream",
-        ));
-    }
-    let content_type = header_text(headers, &header::CONTENT_TYPE)
-        .unwrap_or_default()
-        .to_ascii_lowercase();
-    if !content_type.starts_with("application/json") {
-        return Err(rpc_error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            None,
-            -32600,
-            "the body must be application/json",
-        ));
-    }
-    // Replacing bad bytes would forward something the client never sent.
-    let text = std::str::from_utf8(body).map_err(|err| {
-        rpc_error(
-            StatusCode::BAD_REQUEST,
-            None,
-            -32700,
-            &format!(
-                "the body is not valid UTF-8 (at byte {})",
-                err.valid_up_to()
-            ),
-        )
-    })?;
-    RawMessage::parse(text)
-        .map_err(|err| rpc_error(StatusCode::BAD_REQUEST, None, -32700, &err.to_string()))
-}
-
 /// `POST /apps/mcp/{appId}`.
 pub(crate) async fn post(
     State(state): State<AppState>,
@@ -169,7 +149,7 @@ pub(crate) async fn post(
     if message.kind() == MessageKind::Request && message.method().as_deref() == Some("initialize") {
         return initialize(&state, &app, &message).await;
     }
-    if modern::is_modern(&headers, &message) {
+    if crate::streamable::modern::is_modern(&headers, &message) {
         return modern::post(&state, &app, &query, &headers, message).await;
     }
     let id = message.id().map(ToOwned::to_owned);
@@ -177,7 +157,7 @@ pub(crate) async fn post(
         Ok(found) => found,
         Err(response) => return response,
     };
-    if let Err(response) = check_version(&headers, &session, id.as_deref()) {
+    if let Err(response) = check_version(&headers, session.port.protocol_version(), id.as_deref()) {
         return response;
     }
     let message = match authorize(&state, &app, &query, message) {
@@ -238,7 +218,7 @@ fn session_of(
     app: &AppHandle,
     headers: &HeaderMap,
     id: Option<&RawValue>,
-) -> Result<(String, std::sync::Arc<ProxySession>, Busy), Response> {
+) -> Result<(String, Arc<ProxySession>, Busy), Response> {
     let Some(session_key) = header_text(headers, &SESSION_HEADER).map(str::to_owned) else {
         return Err(rpc_error(
             StatusCode::BAD_REQUEST,
@@ -255,31 +235,6 @@ fn session_of(
             id,
             -32001,
             "unknown or expired session: send initialize again",
-        )),
-    }
-}
-
-/// `MCP-Protocol-Version` must name a version the gateway serves; without it the client is
-/// taken to speak 2025-03-26, as the specification says. Like the official SDKs' servers, a
-/// known version other than the one agreed is accepted (the conformance suite itself sends
-/// 2025-03-26 on a 2025-11-25 session); an unknown one is refused.
-fn check_version(
-    headers: &HeaderMap,
-    session: &ProxySession,
-    id: Option<&RawValue>,
-) -> Result<(), Response> {
-    match header_text(headers, &PROTOCOL_HEADER) {
-        None => Ok(()),
-        Some(version) if PORT_PROTOCOL_VERSIONS.contains(&version) => Ok(()),
-        Some(version) => Err(rpc_error(
-            StatusCode::BAD_REQUEST,
-            id,
-            -32600,
-            &format!(
-                "unsupported MCP-Protocol-Version '{version}': this session speaks {} (the gateway serves {}; without the header, {VERSION_WITHOUT_HEADER} is assumed)",
-                session.port.protocol_version(),
-                PORT_PROTOCOL_VERSIONS.join(", ")
-            ),
         )),
     }
 }
@@ -349,7 +304,7 @@ async fn forward(
     let id = message.id().map(ToOwned::to_owned);
     match session.port.send(message).await {
         Ok(PortReply::Accepted) => StatusCode::ACCEPTED.into_response(),
-        Ok(PortReply::Response(response)) => json_reply(response, None),
+        Ok(PortReply::Response(response)) => final_reply(response, Era::Legacy),
         Ok(PortReply::Stream(stream)) => stream_reply(stream, busy, Era::Legacy).await,
         Err(PortError::SessionGone) => {
             state.sessions.remove(session_key);
@@ -369,43 +324,6 @@ async fn forward(
     }
 }
 
-/// Replies with JSON when the response comes quickly and alone; otherwise with an event
-/// stream that carries progress, server requests and finally the response, and keeps the
-/// session busy until it ends. If the client goes away first, dropping the stream cancels the
-/// request upstream.
-async fn stream_reply(mut stream: ResponseStream, busy: impl Send + 'static, era: Era) -> Response {
-    let first = match tokio::time::timeout(JSON_WINDOW, stream.next()).await {
-        Ok(Some(message)) if message.is_response() => {
-            let status = match era {
-                Era::Modern => modern::status_of(&message),
-                Era::Legacy => StatusCode::OK,
-            };
-            let mut reply = json_reply(message, None);
-            *reply.status_mut() = status;
-            return reply;
-        }
-        Ok(Some(message)) => Some(message),
-        Ok(None) => {
-            return rpc_error(
-                StatusCode::BAD_GATEWAY,
-                None,
-                -32603,
-                "the app closed the request without an answer",
-            );
-        }
-        Err(_) => None,
-    };
-    let rest = stream::unfold((stream, busy), |(mut stream, busy)| async move {
-        stream.next().await.map(|message| (message, (stream, busy)))
-    });
-    let events = stream::iter(first)
-        .chain(rest)
-        .map(|message| Ok::<_, Infallible>(Event::default().data(message.into_string())));
-    Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
-        .into_response()
-}
-
 /// `GET /apps/mcp/{appId}`: the session's stream of server notifications, one at a time;
 /// reopenable, and resumed after `Last-Event-ID`.
 pub(crate) async fn get(
@@ -413,67 +331,26 @@ pub(crate) async fn get(
     ProxyApp(app): ProxyApp,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(refused) = modern::refuse_get_or_delete(&headers) {
+    if let Some(refused) = crate::streamable::modern::refuse_get_or_delete(&headers) {
         return refused;
     }
-    if !accepts(&headers, &["text/event-stream"]) {
-        return rpc_error(
-            StatusCode::NOT_ACCEPTABLE,
-            None,
-            -32600,
-            "the Accept header must list text/event-stream",
-        );
+    if let Err(response) = require_event_stream(&headers) {
+        return response;
     }
     let (_, session, busy) = match session_of(&state, &app, &headers, None) {
         Ok(found) => found,
         Err(response) => return response,
     };
-    if let Err(response) = check_version(&headers, &session, None) {
+    if let Err(response) = check_version(&headers, session.port.protocol_version(), None) {
         return response;
     }
-    let Ok(log) = session.events.clone().try_lock_owned() else {
-        return rpc_error(
-            StatusCode::CONFLICT,
-            None,
-            -32600,
-            "this session already has an open event stream",
-        );
-    };
-    let replay = match header_text(&headers, &LAST_EVENT_ID_HEADER) {
-        None => Vec::new(),
-        Some(last) => match log.resume(last) {
-            Resume::Replay(events) => events,
-            Resume::Gap(events) => {
-                debug!(app = %app.id(), "a reconnecting client missed events older than the replay record");
-                events
-            }
-            Resume::Unknown => {
-                debug!(app = %app.id(), last, "Last-Event-ID names no event of this stream; nothing to replay");
-                Vec::new()
-            }
-        },
-    };
-    let priming = (session.port.protocol_version() >= PRIMING_SINCE).then(|| {
-        Event::default()
-            .id(log.last_id().to_string())
-            .retry(RETRY)
-            .data("")
-    });
-    let event =
-        |(id, data): (u64, std::sync::Arc<str>)| Event::default().id(id.to_string()).data(&*data);
-    // The stream holds the log (so one GET at a time) and keeps the session busy while the
-    // client listens; dropping it, when the client leaves, frees both.
-    let live = stream::unfold((log, busy), |(mut log, busy)| async move {
-        let next = log.next().await?;
-        Some((next, (log, busy)))
-    });
-    let events = stream::iter(priming)
-        .chain(stream::iter(replay).map(event))
-        .chain(live.map(event))
-        .map(Ok::<_, Infallible>);
-    Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
-        .into_response()
+    event_stream(
+        &headers,
+        &session.events,
+        session.port.protocol_version(),
+        busy,
+        &session.describe(),
+    )
 }
 
 /// `DELETE /apps/mcp/{appId}`: ends the session; its in-flight requests are cancelled.
@@ -482,7 +359,7 @@ pub(crate) async fn delete(
     ProxyApp(app): ProxyApp,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(refused) = modern::refuse_get_or_delete(&headers) {
+    if let Some(refused) = crate::streamable::modern::refuse_get_or_delete(&headers) {
         return refused;
     }
     let Some(session_key) = header_text(&headers, &SESSION_HEADER) else {

@@ -16,13 +16,13 @@ use mcpapp_supervisor::RawMessage;
 use tokio::sync::mpsc;
 
 /// Events kept for replay, per session.
-pub(super) const REPLAY_EVENTS: usize = 256;
+pub(crate) const REPLAY_EVENTS: usize = 256;
 /// Bytes kept for replay, per session.
-pub(super) const REPLAY_BYTES: usize = 1024 * 1024;
+pub(crate) const REPLAY_BYTES: usize = 1024 * 1024;
 
 /// What a session's GET streams have sent and what they will send next.
 #[derive(Debug)]
-pub(super) struct EventLog {
+pub(crate) struct EventLog {
     notifications: Option<mpsc::Receiver<RawMessage>>,
     sent: VecDeque<(u64, Arc<str>)>,
     sent_bytes: usize,
@@ -31,7 +31,7 @@ pub(super) struct EventLog {
 
 /// Where a reconnecting client's `Last-Event-ID` leaves it.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Resume {
+pub(crate) enum Resume {
     /// These events came after it and are sent again (possibly none).
     Replay(Vec<(u64, Arc<str>)>),
     /// It is not an id of this stream (or is in the future): nothing can be replayed.
@@ -41,7 +41,7 @@ pub(super) enum Resume {
 }
 
 impl EventLog {
-    pub(super) fn new(notifications: Option<mpsc::Receiver<RawMessage>>) -> Self {
+    pub(crate) fn new(notifications: Option<mpsc::Receiver<RawMessage>>) -> Self {
         Self {
             notifications,
             sent: VecDeque::new(),
@@ -51,12 +51,12 @@ impl EventLog {
     }
 
     /// The id of the last event sent (0 before the first).
-    pub(super) fn last_id(&self) -> u64 {
+    pub(crate) fn last_id(&self) -> u64 {
         self.last
     }
 
     /// The events to send again to a client that last saw `last_event_id`.
-    pub(super) fn resume(&self, last_event_id: &str) -> Resume {
+    pub(crate) fn resume(&self, last_event_id: &str) -> Resume {
         let Ok(seen) = last_event_id.trim().parse::<u64>() else {
             return Resume::Unknown;
         };
@@ -78,7 +78,7 @@ impl EventLog {
     }
 
     /// Waits for the next notification and records it; `None` once the port has closed.
-    pub(super) async fn next(&mut self) -> Option<(u64, Arc<str>)> {
+    pub(crate) async fn next(&mut self) -> Option<(u64, Arc<str>)> {
         let message = self.notifications.as_mut()?.recv().await?;
         Some(self.record(message.into_string()))
     }

@@ -1,47 +1,34 @@
-//! The browser sessions of `/apps/mcp/{appId}`: each a port on the app's upstream session,
-//! bounded per app, with idle ones evicted first and swept on a timer.
+//! Bounded sessions by `Mcp-Session-Id`, with idle ones evicted first and swept on a timer:
+//! the browser sessions of `/apps/mcp/{appId}` (grouped by app) and the client sessions of
+//! `/mcp` (one group).
 //!
-//! At most `max_proxy_sessions_per_app` sessions per app: a new one evicts the least
-//! recently used *idle* session of that app, or is refused with 503 when every one is busy;
-//! an idle session is closed after `proxy_session_idle` by a periodic sweep. Idle means no
-//! request in flight (its reply stream included) and no open GET stream.
+//! At most `max_per_group` sessions per group: a new one evicts the least recently used
+//! *idle* session of its group, or is refused with 503 when every one is busy; an idle
+//! session is closed after `idle` by a periodic sweep. Idle means no request in flight (its
+//! reply stream included) and no open GET stream. Dropping a session closes what it holds
+//! (its ports), so sessions are always dropped outside the lock.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mcpapp_supervisor::Port;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info};
 
-use super::events::EventLog;
-
-/// One browser session of `/apps/mcp/{appId}`.
-pub(super) struct ProxySession {
-    pub(super) app_id: String,
-    pub(super) port: Port,
-    /// The session's standalone event stream: held by the GET that serves it, so one GET
-    /// at a time; what it sent is kept for a reconnecting client.
-    pub(super) events: Arc<tokio::sync::Mutex<EventLog>>,
-    pub(super) activity: Arc<Activity>,
-}
-
-impl ProxySession {
-    pub(super) fn new(app_id: String, port: Port) -> Self {
-        let events = EventLog::new(port.take_notifications());
-        Self {
-            app_id,
-            port,
-            events: Arc::new(tokio::sync::Mutex::new(events)),
-            activity: Activity::new(),
-        }
-    }
+/// What the session store needs to know of a session.
+pub(crate) trait Session: Send + Sync + 'static {
+    /// The group whose cap the session counts against (an app id, or one name for `/mcp`).
+    fn group(&self) -> &str;
+    /// What keeps it busy.
+    fn activity(&self) -> &Arc<Activity>;
+    /// What it is, for logs (no secrets).
+    fn describe(&self) -> String;
 }
 
 /// What decides whether a session is idle, shared with the requests and streams that keep it
 /// busy (they must not keep the session, and so its port, alive themselves).
-pub(super) struct Activity {
+pub(crate) struct Activity {
     /// Requests in flight (until their reply, event stream included, has ended) plus the
     /// open GET stream.
     busy: AtomicUsize,
@@ -49,7 +36,7 @@ pub(super) struct Activity {
 }
 
 impl Activity {
-    fn new() -> Arc<Self> {
+    pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self {
             busy: AtomicUsize::new(0),
             last_used: Mutex::new(Instant::now()),
@@ -70,10 +57,10 @@ impl Activity {
 }
 
 /// Keeps a session busy while held: neither evicted nor expired.
-pub(super) struct Busy(Arc<Activity>);
+pub(crate) struct Busy(Arc<Activity>);
 
 impl Busy {
-    pub(super) fn new(activity: &Arc<Activity>) -> Self {
+    pub(crate) fn new(activity: &Arc<Activity>) -> Self {
         activity.busy.fetch_add(1, Ordering::AcqRel);
         activity.touch();
         Self(activity.clone())
@@ -89,40 +76,47 @@ impl Drop for Busy {
 }
 
 /// Why a new session could not be added.
-pub(super) struct SessionsFull {
-    /// The session that was refused; dropping it closes its port.
-    _refused: ProxySession,
-    pub(super) max: usize,
+pub(crate) struct SessionsFull<S> {
+    /// The session that was refused; dropping it closes its ports.
+    _refused: S,
+    pub(crate) max: usize,
 }
 
-/// Open browser sessions by `Mcp-Session-Id`, at most `max_per_app` per app; idle ones are
+/// Open sessions by `Mcp-Session-Id`, at most `max_per_group` per group; idle ones are
 /// closed after `idle` by a sweep task that ends when the last handle is dropped.
-#[derive(Clone)]
-pub(crate) struct ProxySessions {
-    inner: Arc<SessionsInner>,
+pub(crate) struct Sessions<S> {
+    inner: Arc<SessionsInner<S>>,
 }
 
-struct SessionsInner {
-    sessions: Mutex<HashMap<String, Arc<ProxySession>>>,
-    max_per_app: usize,
+impl<S> Clone for Sessions<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+struct SessionsInner<S> {
+    sessions: Mutex<HashMap<String, Arc<S>>>,
+    max_per_group: usize,
     idle: Duration,
     sweeper_started: AtomicBool,
     /// Cancelled on drop, which ends the sweep task at once.
     stop: CancellationToken,
 }
 
-impl Drop for SessionsInner {
+impl<S> Drop for SessionsInner<S> {
     fn drop(&mut self) {
         self.stop.cancel();
     }
 }
 
-impl ProxySessions {
-    pub(crate) fn new(max_per_app: usize, idle: Duration) -> Self {
+impl<S: Session> Sessions<S> {
+    pub(crate) fn new(max_per_group: usize, idle: Duration) -> Self {
         Self {
             inner: Arc::new(SessionsInner {
                 sessions: Mutex::new(HashMap::new()),
-                max_per_app,
+                max_per_group,
                 idle,
                 sweeper_started: AtomicBool::new(false),
                 stop: CancellationToken::new(),
@@ -130,29 +124,29 @@ impl ProxySessions {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<ProxySession>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<S>>> {
         self.inner
             .sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Adds a session. At the app's cap, the least recently used idle session of that app
-    /// makes room; when every one is busy the new session is refused.
-    pub(super) fn insert(&self, id: String, session: ProxySession) -> Result<(), SessionsFull> {
+    /// Adds a session. At its group's cap, the least recently used idle session of that
+    /// group makes room; when every one is busy the new session is refused.
+    pub(crate) fn insert(&self, id: String, session: S) -> Result<(), SessionsFull<S>> {
         self.start_sweeper();
-        let max = self.inner.max_per_app;
+        let max = self.inner.max_per_group;
         let evicted = {
             let mut sessions = self.lock();
-            let of_app = sessions
+            let of_group = sessions
                 .values()
-                .filter(|s| s.app_id == session.app_id)
+                .filter(|s| s.group() == session.group())
                 .count();
-            let evicted = if of_app >= max {
+            let evicted = if of_group >= max {
                 let victim = sessions
                     .iter()
-                    .filter(|(_, s)| s.app_id == session.app_id && s.activity.is_idle())
-                    .min_by_key(|(_, s)| s.activity.last_used())
+                    .filter(|(_, s)| s.group() == session.group() && s.activity().is_idle())
+                    .min_by_key(|(_, s)| s.activity().last_used())
                     .map(|(key, _)| key.clone());
                 let Some(victim) = victim else {
                     return Err(SessionsFull {
@@ -167,55 +161,55 @@ impl ProxySessions {
             sessions.insert(id, Arc::new(session));
             evicted
         };
-        // Dropped outside the lock: dropping the session closes its port.
+        // Dropped outside the lock: dropping the session closes its ports.
         if let Some(evicted) = evicted {
             info!(
-                app = %evicted.app_id,
-                port = evicted.port.id(),
-                "closed the least recently used idle browser session to stay within {max} for the app"
+                session = %evicted.describe(),
+                "closed the least recently used idle session to stay within {max} for its group"
             );
         }
         Ok(())
     }
 
-    /// The session `id` of `app_id`, kept busy while the returned guard lives (taken under
+    /// The session `id` of `group`, kept busy while the returned guard lives (taken under
     /// the lock, so an eviction cannot slip in between).
-    pub(super) fn get(&self, id: &str, app_id: &str) -> Option<(Arc<ProxySession>, Busy)> {
+    pub(crate) fn get(&self, id: &str, group: &str) -> Option<(Arc<S>, Busy)> {
         let sessions = self.lock();
-        let session = sessions.get(id).filter(|s| s.app_id == app_id).cloned()?;
-        let busy = Busy::new(&session.activity);
+        let session = sessions.get(id).filter(|s| s.group() == group).cloned()?;
+        let busy = Busy::new(session.activity());
         Some((session, busy))
     }
 
-    pub(super) fn remove(&self, id: &str) -> bool {
+    pub(crate) fn remove(&self, id: &str) -> bool {
         // The lock is released at the end of this statement, before the session (and its
         // port) is dropped.
         let removed = self.lock().remove(id);
         removed.is_some()
     }
 
-    /// The number of open sessions of `app_id`.
-    pub(crate) fn count(&self, app_id: &str) -> usize {
-        self.lock().values().filter(|s| s.app_id == app_id).count()
+    /// The number of open sessions of `group`.
+    pub(crate) fn count(&self, group: &str) -> usize {
+        self.lock().values().filter(|s| s.group() == group).count()
     }
 
     /// Closes the sessions idle for at least the idle time.
     fn expire(&self) {
         let idle = self.inner.idle;
-        let expired: Vec<Arc<ProxySession>> = {
+        let expired: Vec<Arc<S>> = {
             let mut sessions = self.lock();
             let keys: Vec<String> = sessions
                 .iter()
-                .filter(|(_, s)| s.activity.is_idle() && s.activity.last_used().elapsed() >= idle)
+                .filter(|(_, s)| {
+                    s.activity().is_idle() && s.activity().last_used().elapsed() >= idle
+                })
                 .map(|(key, _)| key.clone())
                 .collect();
             keys.iter().filter_map(|key| sessions.remove(key)).collect()
         };
         for session in &expired {
             info!(
-                app = %session.app_id,
-                port = session.port.id(),
-                "closed a browser session idle for {} s",
+                session = %session.describe(),
+                "closed a session idle for {} s",
                 idle.as_secs()
             );
         }
@@ -242,12 +236,12 @@ impl ProxySessions {
                     _ = tick.tick() => {}
                 }
                 let Some(inner) = weak.upgrade() else { break };
-                let sessions = ProxySessions { inner };
+                let sessions = Sessions { inner };
                 sessions.expire();
             }
             debug!("the browser session sweep ended");
         };
-        tokio::spawn(sweep.instrument(tracing::debug_span!("proxy_session_sweep")));
+        tokio::spawn(sweep.instrument(tracing::debug_span!("session_sweep")));
     }
 }
 
@@ -255,11 +249,50 @@ impl ProxySessions {
 mod tests {
     use super::*;
 
+    struct Plain(Arc<Activity>);
+
+    impl Session for Plain {
+        fn group(&self) -> &str {
+            "g"
+        }
+        fn activity(&self) -> &Arc<Activity> {
+            &self.0
+        }
+        fn describe(&self) -> String {
+            "plain".to_owned()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_group_evicts_its_least_recently_used_idle_session_or_refuses() {
+        let sessions = Sessions::<Plain>::new(2, Duration::from_secs(3600));
+        sessions
+            .insert("a".into(), Plain(Activity::new()))
+            .ok()
+            .unwrap();
+        sessions
+            .insert("b".into(), Plain(Activity::new()))
+            .ok()
+            .unwrap();
+        let (_, busy_b) = sessions.get("b", "g").unwrap();
+        // "a" is idle and least recently used: it makes room.
+        sessions
+            .insert("c".into(), Plain(Activity::new()))
+            .ok()
+            .unwrap();
+        assert!(sessions.get("a", "g").is_none());
+        let (_, busy_c) = sessions.get("c", "g").unwrap();
+        assert!(sessions.insert("d".into(), Plain(Activity::new())).is_err());
+        drop((busy_b, busy_c));
+        assert_eq!(sessions.count("g"), 2);
+        assert!(sessions.get("b", "other").is_none());
+    }
+
     #[tokio::test]
     async fn the_sweep_starts_once_and_ends_with_the_sessions() {
         let metrics = tokio::runtime::Handle::current().metrics();
         let before = metrics.num_alive_tasks();
-        let sessions = ProxySessions::new(4, Duration::from_secs(3600));
+        let sessions = Sessions::<Plain>::new(4, Duration::from_secs(3600));
         sessions.start_sweeper();
         sessions.clone().start_sweeper();
         assert_eq!(metrics.num_alive_tasks(), before + 1);
