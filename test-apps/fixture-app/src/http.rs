@@ -39,6 +39,8 @@ pub(crate) struct HttpOptions {
     pub(crate) require_header: Option<(HeaderName, HeaderValue)>,
     pub(crate) crash_after_calls: Option<u64>,
     pub(crate) never_initialize: bool,
+    /// Leave Nagle's algorithm on (no `TCP_NODELAY`), as a plain `axum::serve` does.
+    pub(crate) nagle: bool,
 }
 
 #[derive(Debug)]
@@ -192,6 +194,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, options: HttpOptions) -> anyhow::
         LocalSessionManager::default().into(),
         StreamableHttpServerConfig::default(),
     );
+    let nagle = options.nagle;
     let guard_state = Arc::new(Guard {
         shared,
         options,
@@ -204,6 +207,11 @@ pub(crate) async fn serve(shared: Arc<Shared>, options: HttpOptions) -> anyhow::
     writeln!(stdout, "listening on http://{addr}/mcp").context("writing to stdout")?;
     stdout.flush().context("flushing stdout")?;
     drop(stdout);
+    let listener = axum::serve::ListenerExt::tap_io(listener, move |tcp| {
+        if !nagle && let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY on a connection: {err}");
+        }
+    });
     axum::serve(listener, app)
         .await
         .context("HTTP server failed")

@@ -42,6 +42,10 @@
 //! - `--require-header NAME=VALUE` (http only; an error with stdio): answer `401` with a JSON
 //!   body `{"error": "unauthorized", "message": ...}` (naming the header, never the value)
 //!   unless the request carries header `NAME` with exactly `VALUE`.
+//! - `--nagle` (http only; an error with stdio): serve connections without `TCP_NODELAY`, as a
+//!   plain `axum::serve` does (by default they get it). An event-stream answer is written in
+//!   pieces, so a later piece then waits for the client to acknowledge the first: a client
+//!   that delays its ACKs on a reused connection sees every answer ~40 ms late.
 //!
 //! # Tools
 //!
@@ -159,6 +163,9 @@ struct Cli {
     /// Require this header on every HTTP request (NAME=VALUE).
     #[arg(long, value_name = "NAME=VALUE", value_parser = parse_header)]
     require_header: Option<(HeaderName, HeaderValue)>,
+    /// Serve HTTP connections without TCP_NODELAY (Nagle's algorithm on).
+    #[arg(long)]
+    nagle: bool,
 }
 
 fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), String> {
@@ -208,6 +215,9 @@ fn main() -> anyhow::Result<()> {
         .init();
     if cli.mode == Mode::Stdio && cli.require_header.is_some() {
         bail!("--require-header only applies to http mode");
+    }
+    if cli.mode == Mode::Stdio && cli.nagle {
+        bail!("--nagle only applies to http mode");
     }
     if cli.mode == Mode::Sleep {
         loop {
@@ -272,6 +282,7 @@ fn main() -> anyhow::Result<()> {
                         require_header: cli.require_header,
                         crash_after_calls: cli.crash_after_calls,
                         never_initialize: cli.never_initialize,
+                        nagle: cli.nagle,
                     },
                 )
                 .await
