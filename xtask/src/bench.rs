@@ -172,8 +172,8 @@ struct App {
     /// The cheap tool and its arguments.
     tool: &'static str,
     args: &'static str,
-    /// How to start it over stdio (program, arguments).
-    stdio: (String, Vec<String>),
+    /// How to start it over stdio (program, arguments); `None` for an HTTP-only variant.
+    stdio: Option<(String, Vec<String>)>,
     /// Its Streamable HTTP URL (started by this task).
     http: String,
 }
@@ -194,65 +194,62 @@ struct PathRun {
     extra: Vec<String>,
 }
 
+/// Loadgen's target words for an app over stdio.
+fn stdio_target(stdio: &(String, Vec<String>)) -> Vec<String> {
+    let mut target = vec!["stdio".to_owned(), stdio.0.clone()];
+    target.extend(stdio.1.iter().cloned());
+    target
+}
+
 /// The paths of one app (see the module documentation).
 fn app_paths(app: &App, base: &str) -> Vec<PathRun> {
     let stdio_id = format!("{}-stdio", app.key);
     let http_id = format!("{}-http", app.key);
-    let mut stdio_target = vec!["stdio".to_owned(), app.stdio.0.clone()];
-    stdio_target.extend(app.stdio.1.iter().cloned());
     let direct_stdio = format!("{stdio_id}/direct");
     let direct_http = format!("{http_id}/direct");
     let run = |id: String,
                label: String,
                baseline: Option<(&String, &'static str)>,
-               command: &'static str,
-               tool: String,
                extra: Vec<String>| PathRun {
         id,
         label,
         baseline: baseline.map(|(b, _)| b.clone()),
         baseline_name: baseline.map_or("", |(_, name)| name),
-        command,
-        tool,
+        command: "calls",
+        tool: app.tool.to_owned(),
         args: app.args,
         extra,
     };
-    let mut shared = vec!["--shared".to_owned()];
-    shared.extend(stdio_target);
-    vec![
-        run(
+    let mut paths = Vec::new();
+    if let Some(stdio) = &app.stdio {
+        let mut shared = vec!["--shared".to_owned()];
+        shared.extend(stdio_target(stdio));
+        paths.push(run(
             direct_stdio.clone(),
             format!("{} stdio, direct (one shared session)", app.name),
             None,
-            "calls",
-            app.tool.to_owned(),
             shared,
-        ),
-        run(
+        ));
+        paths.push(run(
             format!("{stdio_id}/proxy"),
             format!("{} stdio, /apps/mcp/{{appId}}", app.name),
             Some((&direct_stdio, "direct stdio")),
-            "calls",
-            app.tool.to_owned(),
             vec!["http".to_owned(), format!("{base}/apps/mcp/{stdio_id}")],
-        ),
-        run(
-            direct_http.clone(),
-            format!("{} HTTP, direct", app.name),
-            None,
-            "calls",
-            app.tool.to_owned(),
-            vec!["http".to_owned(), app.http.clone()],
-        ),
-        run(
-            format!("{http_id}/proxy"),
-            format!("{} HTTP, /apps/mcp/{{appId}}", app.name),
-            Some((&direct_http, "direct HTTP")),
-            "calls",
-            app.tool.to_owned(),
-            vec!["http".to_owned(), format!("{base}/apps/mcp/{http_id}")],
-        ),
-    ]
+        ));
+    }
+    paths.push(run(
+        direct_http.clone(),
+        format!("{} HTTP, direct", app.name),
+        None,
+        vec!["http".to_owned(), app.http.clone()],
+    ));
+    paths.push(run(
+        format!("{http_id}/proxy"),
+        format!("{} HTTP, /apps/mcp/{{appId}}", app.name),
+        Some((&direct_http, "direct HTTP")),
+        vec!["http".to_owned(), format!("{base}/apps/mcp/{http_id}")],
+    ));
+    paths
 }
 
 /// The gateway's other paths to one app over one transport: `/mcp`, the chat, in-process.
@@ -265,12 +262,9 @@ fn gateway_paths(app: &App, transport: &str, base: &str) -> Vec<PathRun> {
         ("HTTP", "direct HTTP")
     };
     let prefixed = format!("{id}.{}", app.tool);
-    let target = if transport == "stdio" {
-        let mut target = vec!["stdio".to_owned(), app.stdio.0.clone()];
-        target.extend(app.stdio.1.iter().cloned());
-        target
-    } else {
-        vec!["http".to_owned(), app.http.clone()]
+    let target = match &app.stdio {
+        Some(stdio) if transport == "stdio" => stdio_target(stdio),
+        _ => vec!["http".to_owned(), app.http.clone()],
     };
     vec![
         PathRun {
@@ -383,33 +377,51 @@ fn proxy_run(
     let app_env = [("RUST_LOG", APP_LOG)];
 
     println!("\n==> starting the HTTP apps");
-    let start_app = |name: &'static str, path: &Path, log: &str| {
+    let start_app = |name: &'static str, path: &Path, options: &[&str], log: &str| {
+        let mut args = vec!["http", "--bind", "127.0.0.1:0"];
+        args.extend_from_slice(options);
         start_listening(&Program {
             name,
             path,
-            args: &["http", "--bind", "127.0.0.1:0"],
+            args: &args,
             envs: &app_env,
             log: &logs.join(log),
         })
     };
-    let (_fixture_http, fixture_url) = start_app("fixture-app", &fixture, "fixture-http.log")?;
+    let (_fixture_http, fixture_url) = start_app("fixture-app", &fixture, &[], "fixture-http.log")?;
+    // The same server without TCP_NODELAY, as a plain `axum::serve` runs: the gateway must not
+    // stall against it (docs/performance.md).
+    let (_nagle_http, nagle_url) = start_app(
+        "fixture-app --nagle",
+        &fixture,
+        &["--nagle"],
+        "fixture-nagle-http.log",
+    )?;
     let (_grocery_http, grocery_url) =
-        start_app("grocery-inventory", &grocery, "grocery-http.log")?;
+        start_app("grocery-inventory", &grocery, &[], "grocery-http.log")?;
     let mut apps = vec![
         App {
             key: "fixture",
             name: "fixture-app",
             tool: "echo",
             args: r#"{"message":"hello"}"#,
-            stdio: (fixture.display().to_string(), vec!["stdio".to_owned()]),
+            stdio: Some((fixture.display().to_string(), vec!["stdio".to_owned()])),
             http: fixture_url,
+        },
+        App {
+            key: "fixture-nagle",
+            name: "fixture-app --nagle",
+            tool: "echo",
+            args: r#"{"message":"hello"}"#,
+            stdio: None,
+            http: nagle_url,
         },
         App {
             key: "grocery",
             name: "grocery-inventory",
             tool: "get_stores",
             args: r#"{"id":1}"#,
-            stdio: (grocery.display().to_string(), vec!["stdio".to_owned()]),
+            stdio: Some((grocery.display().to_string(), vec!["stdio".to_owned()])),
             http: grocery_url,
         },
     ];
@@ -437,10 +449,10 @@ fn proxy_run(
             name: "server-everything",
             tool: "echo",
             args: r#"{"message":"hello"}"#,
-            stdio: (
+            stdio: Some((
                 everything.node.display().to_string(),
                 vec![script, "stdio".to_owned()],
-            ),
+            )),
             http: url,
         });
     }
@@ -478,8 +490,11 @@ fn proxy_run(
     }
     // The aggregated endpoint, the chat and the in-process paths for one stdio and one HTTP
     // app (both Rust, both rmcp).
-    paths.extend(gateway_paths(&apps[0], "stdio", &base));
-    paths.extend(gateway_paths(&apps[1], "http", &base));
+    for (key, transport) in [("fixture", "stdio"), ("grocery", "http")] {
+        if let Some(app) = apps.iter().find(|a| a.key == key) {
+            paths.extend(gateway_paths(app, transport, &base));
+        }
+    }
 
     println!(
         "\n==> {} paths × clients {:?} × {} calls (+{} warm-up) each",
@@ -510,20 +525,22 @@ fn lay_out(folder: &Path, apps: &[App]) -> anyhow::Result<PathBuf> {
     for app in apps {
         let stdio = format!("{}-stdio", app.key);
         let http = format!("{}-http", app.key);
-        stack::write_json(
-            &folder.join(format!("apps/{stdio}/openclaw.mcpapp.json")),
-            &json!({
-                "id": stdio,
-                "name": format!("{} (stdio)", app.name),
-                "version": "1.0.0",
-                "transport": "stdio",
-                "command": app.stdio.0,
-                "arguments": app.stdio.1,
-                "toolNamePrefix": format!("{stdio}."),
-                "environment": {"RUST_LOG": APP_LOG},
-                "requestTimeoutSeconds": 60,
-            }),
-        )?;
+        if let Some((command, arguments)) = &app.stdio {
+            stack::write_json(
+                &folder.join(format!("apps/{stdio}/openclaw.mcpapp.json")),
+                &json!({
+                    "id": stdio,
+                    "name": format!("{} (stdio)", app.name),
+                    "version": "1.0.0",
+                    "transport": "stdio",
+                    "command": command,
+                    "arguments": arguments,
+                    "toolNamePrefix": format!("{stdio}."),
+                    "environment": {"RUST_LOG": APP_LOG},
+                    "requestTimeoutSeconds": 60,
+                }),
+            )?;
+        }
         stack::write_json(
             &folder.join(format!("apps/{http}/openclaw.mcpapp.json")),
             &json!({
