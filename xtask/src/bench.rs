@@ -5,8 +5,10 @@
 //! 1. Installs `@modelcontextprotocol/server-everything` (pinned, `bench/everything.rs`) when
 //!    the conformance kit's Node can be had, else its rows are skipped with a note; builds
 //!    `mcpapp-gateway`, `fixture-app`, `grocery-inventory` and `loadgen` in release mode.
-//! 2. Starts the HTTP apps (fixture-app, grocery-inventory, server-everything) and a real
-//!    `mcpapp-gateway serve` hosting each app over stdio and over HTTP.
+//! 2. Starts the HTTP apps (fixture-app; fixture-app `--nagle`, serving without
+//!    `TCP_NODELAY` as a plain `axum::serve` does; grocery-inventory; server-everything) and a
+//!    real `mcpapp-gateway serve` hosting each app over stdio (where it has a stdio mode) and
+//!    over HTTP.
 //! 3. For every path and every client count, runs `loadgen` (rmcp's client; see
 //!    `test-apps/loadgen`): N concurrent clients each make W warm-up calls and then K measured
 //!    calls of a cheap tool (`echo` of fixture-app and server-everything, `get_stores {id: 1}`
