@@ -30,10 +30,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail, ensure};
 use serde_json::{Value, json};
 
-use crate::http;
 use crate::stack::{self, Group, Program, Running, Stdout, start_listening, target_dir};
 
-mod kit;
+pub(crate) mod kit;
 mod report;
 
 use kit::Kit;
@@ -226,7 +225,7 @@ fn measure(
     repeat: usize,
 ) -> anyhow::Result<Measured> {
     println!("\n==> starting the reference server");
-    let port = free_port()?;
+    let port = stack::free_port()?;
     let tsx = kit.tsx.display().to_string();
     let server_source = kit.reference_server.display().to_string();
     let server_log = logs.join("reference-server.log");
@@ -243,7 +242,7 @@ fn measure(
         Stdout::Logged,
     )?;
     let direct = format!("http://localhost:{port}/mcp");
-    wait_answering(&mut reference, &direct, &server_log)?;
+    stack::wait_answering(&mut reference, &direct, &server_log, STARTUP)?;
     println!("  {direct}");
 
     println!("\n==> starting the gateway with the reference server as app `{APP_ID}`");
@@ -429,36 +428,6 @@ fn lay_out(folder: &Path, url: &str) -> anyhow::Result<PathBuf> {
         &json!({ "McpApps": { "Enabled": true, "DiscoveryPaths": ["./apps"] } }),
     )?;
     Ok(config)
-}
-
-/// Polls `url` until the server answers anything at all over HTTP.
-fn wait_answering(server: &mut Running, url: &str, log: &Path) -> anyhow::Result<()> {
-    let deadline = Instant::now() + STARTUP;
-    loop {
-        if http::request("GET", url, &[], None).is_ok() {
-            return Ok(());
-        }
-        if let Some(status) = server.status() {
-            bail!(
-                "the reference server exited ({status}) before answering; see {}",
-                log.display()
-            );
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "the reference server did not answer on {url} within {} s; see {}",
-            STARTUP.as_secs(),
-            log.display()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// A port that was free a moment ago (the reference server takes its port from `PORT`).
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 /// The suite splits `--command` at spaces, so a path in it must have none.

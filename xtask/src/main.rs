@@ -19,12 +19,17 @@
 //!   Installs Node and the suite from the npm registry into `target/conformance` (needs npm).
 //! - `bench [ARGS]`: runs the criterion benchmarks (release build); extra arguments go to
 //!   the benchmark binaries (e.g. a name filter).
+//! - `bench proxy [--clients N,M,..] [--calls K] [--warmup W] [--apps N] [--repeat R]
+//!   [--short] [--json FILE]`: the load benchmark of the gateway's call paths beside the
+//!   direct ones, start-up of N stdio apps and the gateway's memory (`bench.rs`); writes
+//!   `target/bench/proxy.json`. `--short` is the CI mode: it shows every path works.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 
+mod bench;
 mod codegen;
 mod conformance;
 mod demo;
@@ -42,6 +47,9 @@ tasks:
   ci                  run the steps of .ci/run: fmt check, clippy, tests, demo smoke,
                       conformance, e2e
   bench [ARGS]        run the criterion benchmarks (ARGS go to the bench binaries)
+  bench proxy [--clients N,M,..] [--calls K] [--warmup W] [--apps N] [--repeat R]
+              [--short] [--json FILE]
+                      load-test the gateway's paths beside the direct ones (release builds)
   demo [--smoke]      build and start the test apps and the gateway, then tour it
   e2e [--update-docs-screenshot]
                       test the host page in headless Chromium (needs chromium, chromium-driver)
@@ -134,8 +142,14 @@ fn ensure_browser() -> anyhow::Result<()> {
     )
 }
 
-/// Runs every benchmark of the workspace in release mode.
+/// Runs every benchmark of the workspace in release mode, or with `proxy` the load
+/// benchmark.
 fn bench(root: &Path, args: &[String]) -> anyhow::Result<()> {
+    if let Some((first, rest)) = args.split_first()
+        && first == "proxy"
+    {
+        return bench::run(root, rest);
+    }
     let mut cargo_args = vec!["bench", "--workspace", "--benches"];
     if !args.is_empty() {
         cargo_args.push("--");

@@ -140,6 +140,11 @@ impl Running {
         i32::try_from(self.child.id()).unwrap_or_default()
     }
 
+    /// The process id.
+    pub(crate) fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Forgets the program in [`STARTED`] once it has exited.
     fn exited(&self) {
         let pid = self.pid();
@@ -379,6 +384,15 @@ pub(crate) fn lay_out(demo: &Path, grocery_url: &str, fixture: &Path) -> anyhow:
 
 /// Polls `/apps` (sending `headers`) until every app has settled, printing changes.
 pub(crate) fn wait_for_apps(base: &str, headers: &[(&str, &str)]) -> anyhow::Result<Value> {
+    wait_settled(base, headers, true)
+}
+
+/// [`wait_for_apps`] without printing (for many apps).
+pub(crate) fn wait_for_apps_quietly(base: &str, headers: &[(&str, &str)]) -> anyhow::Result<Value> {
+    wait_settled(base, headers, false)
+}
+
+fn wait_settled(base: &str, headers: &[(&str, &str)], print: bool) -> anyhow::Result<Value> {
     let started = Instant::now();
     let mut last = String::new();
     loop {
@@ -398,7 +412,7 @@ pub(crate) fn wait_for_apps(base: &str, headers: &[(&str, &str)]) -> anyhow::Res
             })
             .unwrap_or_default();
         let line = states.join(", ");
-        if line != last {
+        if print && line != last {
             println!("  apps: {line}");
             last = line;
         }
@@ -537,4 +551,42 @@ pub(crate) fn start(root: &Path, options: &StackOptions<'_>) -> anyhow::Result<S
         gateway_log,
         apps,
     })
+}
+
+/// Polls `url` until the program serving it answers anything at all over HTTP, at most
+/// `within`; fails at once if the program exits first.
+pub(crate) fn wait_answering(
+    server: &mut Running,
+    url: &str,
+    log: &Path,
+    within: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + within;
+    loop {
+        if http::request("GET", url, &[], None).is_ok() {
+            return Ok(());
+        }
+        if let Some(status) = server.status() {
+            bail!(
+                "{} exited ({status}) before answering; see {}",
+                server.name,
+                log.display()
+            );
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "{} did not answer on {url} within {} s; see {}",
+            server.name,
+            within.as_secs(),
+            log.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A port that was free a moment ago (for servers that take their port from a variable).
+pub(crate) fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }

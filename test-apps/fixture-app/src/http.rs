@@ -56,6 +56,8 @@ pub(crate) struct HttpOptions {
     pub(crate) resumable_after: Option<Duration>,
     pub(crate) stateless_get_status: Option<StatusCode>,
     pub(crate) strict_lifecycle: bool,
+    /// Leave Nagle's algorithm on (no `TCP_NODELAY`), as a plain `axum::serve` does.
+    pub(crate) nagle: bool,
 }
 
 #[derive(Debug)]
@@ -364,6 +366,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, options: HttpOptions) -> anyhow::
         sessions.into(),
         config,
     );
+    let nagle = options.nagle;
     let guard_state = Arc::new(Guard {
         reroute: options
             .server_requests_on_get
@@ -383,6 +386,11 @@ pub(crate) async fn serve(shared: Arc<Shared>, options: HttpOptions) -> anyhow::
     writeln!(stdout, "listening on http://{addr}/mcp").context("writing to stdout")?;
     stdout.flush().context("flushing stdout")?;
     drop(stdout);
+    let listener = axum::serve::ListenerExt::tap_io(listener, move |tcp| {
+        if !nagle && let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY on a connection: {err}");
+        }
+    });
     axum::serve(listener, app)
         .await
         .context("HTTP server failed")

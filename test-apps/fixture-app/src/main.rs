@@ -68,6 +68,10 @@
 //! - `--require-header NAME=VALUE` (http only; an error with stdio): answer `401` with a JSON
 //!   body `{"error": "unauthorized", "message": ...}` (naming the header, never the value)
 //!   unless the request carries header `NAME` with exactly `VALUE`.
+//! - `--nagle` (http only; an error with stdio): serve connections without `TCP_NODELAY`, as a
+//!   plain `axum::serve` does (by default they get it). An event-stream answer is written in
+//!   pieces, so a later piece then waits for the client to acknowledge the first: a client
+//!   that delays its ACKs on a reused connection sees every answer ~40 ms late.
 //!
 //! The next four flags copy what real-world Streamable HTTP servers do. They are http only (an
 //! error with stdio, where none of them has a meaning: stdio has no second stream, and its
@@ -277,6 +281,9 @@ struct Cli {
     /// session (http).
     #[arg(long)]
     strict_lifecycle: bool,
+    /// Serve HTTP connections without TCP_NODELAY (Nagle's algorithm on).
+    #[arg(long)]
+    nagle: bool,
 }
 
 impl Cli {
@@ -291,6 +298,7 @@ impl Cli {
                 self.stateless_get_status.is_some(),
             ),
             ("--strict-lifecycle", self.strict_lifecycle),
+            ("--nagle", self.nagle),
         ]
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))
@@ -444,6 +452,7 @@ fn main() -> anyhow::Result<()> {
                         resumable_after: cli.resumable_after_ms.map(Duration::from_millis),
                         stateless_get_status: cli.stateless_get_status,
                         strict_lifecycle: cli.strict_lifecycle,
+                        nagle: cli.nagle,
                     },
                 )
                 .await

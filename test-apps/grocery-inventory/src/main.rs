@@ -11,7 +11,8 @@
 //! - `stdio` speaks MCP over stdin/stdout; logs go to stderr only.
 //! - `http` serves Streamable HTTP MCP at `/mcp` and the REST API at `/api/` on `ADDR`
 //!   (default `127.0.0.1:0`, a free port). Once it accepts connections it prints exactly one
-//!   line to stdout, `listening on http://HOST:PORT/mcp`; logs go to stderr.
+//!   line to stdout, `listening on http://HOST:PORT/mcp`; logs go to stderr. Connections
+//!   are served with `TCP_NODELAY`.
 //! - `--csp-connect-domain ORIGIN` (repeatable, either mode) adds an origin to the dashboard's
 //!   `_meta.ui.csp.connectDomains`, which is empty by default.
 //! - `RUST_LOG` sets the log filter (default `info`).
@@ -214,6 +215,14 @@ async fn serve_http(state: Arc<AppState>, bind: &str) -> anyhow::Result<()> {
     stdout.flush().context("flushing stdout")?;
     drop(stdout);
     tracing::info!(%addr, "serving MCP at /mcp and REST at /api");
+    // TCP_NODELAY on every connection: an event-stream answer is written in pieces (its
+    // head, then each event), and with Nagle's algorithm a later piece waits for the client
+    // to acknowledge the first, which a client that delays ACKs does for ~40 ms.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY on a connection: {err}");
+        }
+    });
     tokio::select! {
         served = axum::serve(listener, app) => served.context("HTTP server failed")?,
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; shutting down"),

@@ -104,6 +104,15 @@ pub(crate) struct HttpLink {
 pub(crate) fn connect(spec: HttpSpec, events: LinkEvents) -> Result<HttpLink, reqwest::Error> {
     let client = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
+        // Every POST gets a fresh connection. Servers that answer with an event stream write
+        // its head (and rmcp's priming event) before the response event; without TCP_NODELAY
+        // (`axum::serve`'s default) Nagle's algorithm holds the second write until the first
+        // is acknowledged, and on a reused connection our side delays that ACK by about 40 ms
+        // (Linux's minimum delayed-ACK time), so every call after the first stalled. A new
+        // connection acknowledges its first segments at once (quick-ACK mode), whatever the
+        // server does. See
+        // docs/performance.md.
+        .pool_max_idle_per_host(0)
         .build()?;
     let inner = Arc::new(Inner {
         client,

@@ -270,3 +270,24 @@ async fn stateless_get_status_takes_only_error_statuses_and_no_session_flags() {
         assert!(!fixture.exit_status().await.success(), "{args:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nagle_still_serves_every_call() {
+    // What the flag changes (Nagle's algorithm on the server's side) shows only in timing,
+    // which tests never assert (`cargo xtask bench proxy` measures it); the server must
+    // still answer every call whole.
+    let session = connect(Kind::Http, &["--nagle"]).await;
+    for message in ["one", "two", "three"] {
+        let echoed = session.call("echo", json!({"message": message})).await;
+        assert_eq!(structured(&echoed)["message"], message);
+    }
+}
+
+#[tokio::test]
+async fn nagle_is_refused_in_stdio_mode() {
+    let (mut fixture, _stdout, _stdin) = spawn(Kind::Stdio, &["--nagle"]);
+    fixture
+        .stderr_line("--nagle only applies to http mode")
+        .await;
+    assert!(!fixture.exit_status().await.success());
+}

@@ -1,0 +1,264 @@
+//! Start-up and memory: N stdio apps (fixture-app) brought to Running by a real
+//! `mcpapp-gateway serve`, timed by polling `GET /apps` and by the gateway's own transition
+//! times (`stateChangedAt` of each app's Running state); against it, `loadgen spawn` doing a
+//! bare concurrent spawn, `initialize` and `tools/list` of the same N. The gateway's resident
+//! memory (`VmRSS` in `/proc/PID/status`) is read with the N apps Running and with one.
+
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail, ensure};
+use serde_json::{Value, json};
+
+use crate::bench::Loadgen;
+use crate::http;
+use crate::stack::{self, Program};
+
+/// How long N apps may take to reach Running.
+const SETTLE: Duration = Duration::from_secs(120);
+/// How often `GET /apps` is polled.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Parses the gateway's timestamps, `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC).
+pub(crate) fn parse_timestamp(text: &str) -> Option<SystemTime> {
+    let text = text.strip_suffix('Z')?;
+    let (date, time) = text.split_once('T')?;
+    let mut date = date.splitn(3, '-').map(str::parse::<i64>);
+    let (year, month, day) = (date.next()?.ok()?, date.next()?.ok()?, date.next()?.ok()?);
+    let (hms, millis) = time.split_once('.').unwrap_or((time, "0"));
+    let mut hms = hms.splitn(3, ':').map(str::parse::<u64>);
+    let (h, m, s) = (hms.next()?.ok()?, hms.next()?.ok()?, hms.next()?.ok()?);
+    let millis: u64 = millis.parse().ok()?;
+    let days = u64::try_from(days_from_civil(year, month, day)).ok()?;
+    let secs = days * 86_400 + h * 3600 + m * 60 + s;
+    Some(UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_millis(millis))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (the inverse of the gateway's
+/// `civil_from_days`; the same well-known algorithm by Howard Hinnant).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year.rem_euclid(400);
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `VmRSS` of a process, in KiB.
+pub(crate) fn vm_rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    rss_from_status(&status).with_context(|| format!("no VmRSS in /proc/{pid}/status"))
+}
+
+fn rss_from_status(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// What one gateway start measured.
+struct GatewayStart {
+    /// From just before the gateway was started until a poll saw every app Running.
+    polled: Duration,
+    /// From just before the start until the last app's Running transition, by the
+    /// gateway's own clock (`stateChangedAt`, millisecond resolution).
+    own: Option<Duration>,
+    /// From the first app's discovery to the last app's Running transition.
+    supervisor: Option<Duration>,
+    /// The gateway's VmRSS with every app Running and its tools registered.
+    rss_kib: u64,
+}
+
+/// Lays out `count` fixture-app stdio apps and a configuration in `folder`.
+fn lay_out(folder: &Path, fixture: &Path, count: usize) -> anyhow::Result<std::path::PathBuf> {
+    if folder.exists() {
+        std::fs::remove_dir_all(folder)
+            .with_context(|| format!("clearing {}", folder.display()))?;
+    }
+    for i in 1..=count {
+        let id = format!("app-{i:03}");
+        stack::write_json(
+            &folder.join(format!("apps/{id}/openclaw.mcpapp.json")),
+            &json!({
+                "id": id,
+                "name": format!("fixture {i}"),
+                "version": "1.0.0",
+                "transport": "stdio",
+                "command": fixture,
+                "arguments": ["stdio"],
+                "toolNamePrefix": format!("a{i:03}."),
+                "environment": {"RUST_LOG": "warn"},
+            }),
+        )?;
+    }
+    let config = folder.join("appsettings.json");
+    stack::write_json(
+        &config,
+        &json!({ "McpApps": { "Enabled": true, "DiscoveryPaths": ["./apps"] } }),
+    )?;
+    Ok(config)
+}
+
+fn start_gateway(
+    bin: &Path,
+    folder: &Path,
+    logs: &Path,
+    count: usize,
+) -> anyhow::Result<GatewayStart> {
+    let config = lay_out(folder, &bin.join("fixture-app"), count)?;
+    let config_arg = config.display().to_string();
+    let log = logs.join(format!("gateway-startup-{count}.log"));
+    let before = SystemTime::now();
+    let started = Instant::now();
+    let (mut gateway, base) = stack::start_listening(&Program {
+        name: "mcpapp-gateway",
+        path: &bin.join("mcpapp-gateway"),
+        args: &["serve", "--config", &config_arg, "--bind", "127.0.0.1:0"],
+        envs: &[("RUST_LOG", crate::bench::GATEWAY_LOG)],
+        log: &log,
+    })?;
+    let apps = loop {
+        let apps = http::request("GET", &format!("{base}/apps"), &[], None)?.json()?;
+        let list = apps["apps"].as_array().cloned().unwrap_or_default();
+        if let Some(failed) = list.iter().find(|a| a["lifecycle"] == "Failed") {
+            bail!(
+                "{} failed to start: {}; see {}",
+                failed["id"],
+                failed["lastError"],
+                log.display()
+            );
+        }
+        if list.len() == count && list.iter().all(|a| a["lifecycle"] == "Running") {
+            break list;
+        }
+        ensure!(
+            started.elapsed() < SETTLE,
+            "{count} apps did not reach Running within {} s; see {}",
+            SETTLE.as_secs(),
+            log.display()
+        );
+        std::thread::sleep(POLL);
+    };
+    let polled = started.elapsed();
+    let times = |name: &str| -> Vec<SystemTime> {
+        apps.iter()
+            .filter_map(|a| a[name].as_str().and_then(parse_timestamp))
+            .collect()
+    };
+    let last_running = times("stateChangedAt").into_iter().max();
+    let first_discovered = times("discoveredAt").into_iter().min();
+    // The clocks are the same machine's; a transition stamped before `before` can only be a
+    // rounding of the milliseconds.
+    let own = last_running.map(|t| t.duration_since(before).unwrap_or_default());
+    let supervisor = last_running
+        .zip(first_discovered)
+        .map(|(l, f)| l.duration_since(f).unwrap_or_default());
+    // Memory once the apps' tools are registered too (the state the gateway then stays in).
+    stack::wait_for_apps_quietly(&base, &[])?;
+    let rss_kib = vm_rss_kib(gateway.id())?;
+    gateway.stop();
+    Ok(GatewayStart {
+        polled,
+        own,
+        supervisor,
+        rss_kib,
+    })
+}
+
+fn seconds(d: Option<Duration>) -> Value {
+    d.map_or(Value::Null, |d| {
+        json!((d.as_secs_f64() * 10_000.0).round() / 10_000.0)
+    })
+}
+
+/// One run of the start-up and memory measurements.
+pub(crate) fn measure(
+    bin: &Path,
+    out: &Path,
+    logs: &Path,
+    loadgen: &Loadgen<'_>,
+    count: usize,
+) -> anyhow::Result<Value> {
+    println!("\n==> start-up: {count} stdio apps through the gateway");
+    let many = start_gateway(bin, &out.join("startup"), logs, count)?;
+    println!(
+        "  Running after {:.3} s (polled), {} s (the gateway's own times); RSS {} KiB",
+        many.polled.as_secs_f64(),
+        seconds(many.own),
+        many.rss_kib
+    );
+    let one = start_gateway(bin, &out.join("startup-one"), logs, 1)?;
+    println!("  with one app: RSS {} KiB", one.rss_kib);
+    println!("\n==> start-up: {count} stdio apps spawned and handshaken by loadgen");
+    let fixture = bin.join("fixture-app").display().to_string();
+    let direct = loadgen.run(
+        "spawn",
+        &[
+            "spawn",
+            "--count",
+            &count.to_string(),
+            "stdio",
+            &fixture,
+            "stdio",
+        ],
+    )?;
+    let direct = direct.into_iter().next().unwrap_or(Value::Null);
+    println!("  all done after {} s", direct["allSeconds"]);
+    Ok(json!({
+        "apps": count,
+        "gateway": {
+            "polledSeconds": seconds(Some(many.polled)),
+            "ownSeconds": seconds(many.own),
+            "supervisorSeconds": seconds(many.supervisor),
+            "rssKiB": many.rss_kib,
+        },
+        "gatewayOneApp": {
+            "polledSeconds": seconds(Some(one.polled)),
+            "ownSeconds": seconds(one.own),
+            "rssKiB": one.rss_kib,
+        },
+        "direct": direct,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_gateways_timestamps() {
+        let t = parse_timestamp("2023-11-14T22:13:20.123Z").unwrap();
+        assert_eq!(
+            t.duration_since(UNIX_EPOCH).unwrap(),
+            Duration::from_millis(1_700_000_000_123)
+        );
+        let leap = parse_timestamp("2000-02-29T00:00:00.000Z").unwrap();
+        assert_eq!(
+            leap.duration_since(UNIX_EPOCH).unwrap(),
+            Duration::from_secs(951_782_400)
+        );
+        assert_eq!(
+            parse_timestamp("1970-01-01T00:00:00.000Z"),
+            Some(UNIX_EPOCH)
+        );
+        assert_eq!(parse_timestamp("2023-11-14 22:13:20"), None);
+        assert_eq!(parse_timestamp("yesterday"), None);
+    }
+
+    #[test]
+    fn reads_vm_rss_from_a_status_file() {
+        let status = "Name:\tmcpapp-gateway\nVmPeak:\t  90000 kB\nVmRSS:\t   13312 kB\n";
+        assert_eq!(rss_from_status(status), Some(13_312));
+        assert_eq!(rss_from_status("Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn reads_this_process_rss() {
+        assert!(vm_rss_kib(std::process::id()).unwrap() > 0);
+    }
+}
