@@ -15,10 +15,10 @@
 //! 5. Reads every `checks.json` the suite wrote (`report.rs`), prints one table per kind and
 //!    writes `target/conformance/report.json`.
 //!
-//! Fails when a server scenario that passes directly fails through the proxy, or one of the
-//! client scenarios `initialize`, `tools_call` and `sse-retry` that the reference client
-//! passes fails with the gateway; `/mcp` and the gateway's elicitation (it has no user to
-//! ask) are reported and not required. `--report-only` prints the same and exits 0. `--repeat N` runs every
+//! Fails when a server scenario that passes directly fails through the proxy or through
+//! `/mcp`, or one of the client scenarios `initialize`, `tools_call` and `sse-retry` that the
+//! reference client passes fails with the gateway; the gateway's elicitation (it has no user
+//! to ask) is reported and not required. `--report-only` prints the same and exits 0. `--repeat N` runs every
 //! scenario N times against every target (a scenario passes only when all N pass; one that
 //! sometimes passes shows as `flaky k/N`), for telling a race from a steady failure. Everything it starts is
 //! stopped at the end, on failure and on SIGINT/SIGTERM (see `stack::stop_all_on_signal`).
@@ -93,6 +93,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     let Measured { server, client } = measured?;
 
     let server_regressions = server.regressions("direct", "proxy");
+    let mcp_regressions = server.regressions("direct", "mcp");
     let client_regressions: Vec<(String, String)> = client
         .regressions("reference", "gateway")
         .into_iter()
@@ -110,7 +111,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
                 "columns": {
                     "direct": "the reference server",
                     "proxy": format!("the gateway's /apps/mcp/{APP_ID}"),
-                    "mcp": "the gateway's /mcp (reported, not required)",
+                    "mcp": "the gateway's /mcp",
                 },
                 "passing": {
                     "direct": server.passing("direct"),
@@ -129,6 +130,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
             },
             "regressions": {
                 "proxy": pairs(&server_regressions),
+                "mcp": pairs(&mcp_regressions),
                 "gateway": pairs(&client_regressions),
             },
             "results": out,
@@ -144,7 +146,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
          (see {})",
         logs.display()
     );
-    let regressions = server_regressions.len() + client_regressions.len();
+    let regressions = server_regressions.len() + mcp_regressions.len() + client_regressions.len();
     if regressions == 0 {
         println!("conformance: no regressions through the gateway");
         return Ok(());
@@ -153,6 +155,11 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     for (scenario, message) in &server_regressions {
         summary.push(format!(
             "server scenario {scenario} passes directly but fails through /apps/mcp/{APP_ID}: {message}"
+        ));
+    }
+    for (scenario, message) in &mcp_regressions {
+        summary.push(format!(
+            "server scenario {scenario} passes directly but fails through /mcp: {message}"
         ));
     }
     for (scenario, message) in &client_regressions {
@@ -365,7 +372,7 @@ fn measure(
 fn print_tables(server: &Table, client: &Table) {
     println!(
         "\n==> server scenarios: the reference server directly, through /apps/mcp/{APP_ID} \
-         (proxy) and /mcp (mcp, reported only)\n"
+         (proxy) and /mcp (mcp)\n"
     );
     print!("{}", server.render("server scenario", MESSAGE_WIDTH));
     println!("\n==> client scenarios: the TypeScript SDK's client and the gateway's stack\n");

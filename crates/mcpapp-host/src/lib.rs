@@ -10,7 +10,7 @@
 //! | `POST /apps/{id}/start`, `/stop`, `/restart`, `POST /apps/reload` | control |
 //! | `POST /apps/chat` | a chat turn as server-sent events |
 //! | `/apps/mcp/{appId}` | Streamable HTTP MCP for app views, sharing the app's upstream session |
-//! | `/mcp` | one MCP server with every model-visible app tool, for external clients |
+//! | `/mcp` | one MCP server with every app's tools, resources, templates, prompts and completions, for external clients and MCP Apps hosts |
 //!
 //! The sandbox listener ([`Host::sandbox_router`], a second port and so another origin)
 //! serves only `/sandbox.html?view=TOKEN`: the outer frame of an app view, with the view's CSP
@@ -46,7 +46,6 @@
 //! ```
 #![warn(missing_docs)]
 
-mod aggregate;
 mod apps;
 mod chat;
 mod config;
@@ -54,6 +53,7 @@ mod csp;
 mod error;
 mod gateway;
 mod intake;
+mod mcp;
 mod proxy;
 mod security;
 mod serve;
@@ -97,14 +97,21 @@ impl Host {
     pub fn new(parts: HostParts, config: HostConfig) -> Self {
         let sessions =
             proxy::ProxySessions::new(config.max_proxy_sessions_per_app, config.proxy_session_idle);
+        // `/mcp` counts as one more app against the same cap.
+        let mcp_sessions = streamable::sessions::Sessions::new(
+            config.max_proxy_sessions_per_app,
+            config.proxy_session_idle,
+        );
+        let shutdown = tokio_util::sync::CancellationToken::new();
         Self {
             state: state::AppState {
                 parts,
                 config: Arc::new(config),
                 sessions,
+                mcp: Arc::new(mcp::McpEndpoint::new(mcp_sessions, shutdown.clone())),
                 views: views::ViewStore::default(),
             },
-            shutdown: tokio_util::sync::CancellationToken::new(),
+            shutdown,
         }
     }
 
@@ -119,7 +126,6 @@ impl Host {
     /// The main router: the host page, the JSON routes, the per-app proxy and `/mcp`.
     pub fn router(&self) -> Router {
         let config = self.state.config.clone();
-        let registry = self.state.parts.registry.clone();
         let api = Router::new()
             .route("/apps/health", get(apps::health))
             .route("/apps", get(apps::list))
@@ -132,11 +138,8 @@ impl Host {
                 "/apps/mcp/{app_id}",
                 post(proxy::post).get(proxy::get).delete(proxy::delete),
             )
+            .route("/mcp", post(mcp::post).get(mcp::get).delete(mcp::delete))
             .with_state(self.state.clone())
-            .nest_service(
-                "/mcp",
-                aggregate::service(registry, config.max_body_bytes, &self.shutdown),
-            )
             // Every route reads its body through intake: one limit, answered in the route's
             // own language; axum's own (smaller) default limit then has nothing to add.
             .layer(axum::extract::DefaultBodyLimit::disable())

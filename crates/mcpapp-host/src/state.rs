@@ -70,5 +70,6 @@ pub(crate) struct AppState {
     pub(crate) parts: HostParts,
     pub(crate) config: Arc<HostConfig>,
     pub(crate) sessions: ProxySessions,
+    pub(crate) mcp: Arc<crate::mcp::McpEndpoint>,
     pub(crate) views: ViewStore,
 }

@@ -31,7 +31,8 @@ impl Visibility {
         malformed: false,
     };
 
-    fn from_meta(meta: Option<&Map<String, Value>>) -> Self {
+    /// The visibility a tool's `_meta` gives it.
+    pub fn from_meta(meta: Option<&Map<String, Value>>) -> Self {
         let Some(meta) = meta else {
             return Self::BOTH;
         };

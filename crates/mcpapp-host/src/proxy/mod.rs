@@ -190,7 +190,7 @@ async fn initialize(state: &AppState, app: &AppHandle, message: &RawMessage) -> 
     let version = port.protocol_version().to_owned();
     match state.sessions.insert(
         session_key.clone(),
-        ProxySession::new(app.id().to_owned(), port),
+        Arc::new(ProxySession::new(app.id().to_owned(), port)),
     ) {
         Ok(()) => {
             info!(app = %app.id(), port = port_id, %version, "a browser session started");

@@ -78,7 +78,7 @@ impl Drop for Busy {
 /// Why a new session could not be added.
 pub(crate) struct SessionsFull<S> {
     /// The session that was refused; dropping it closes its ports.
-    _refused: S,
+    _refused: Arc<S>,
     pub(crate) max: usize,
 }
 
@@ -133,7 +133,7 @@ impl<S: Session> Sessions<S> {
 
     /// Adds a session. At its group's cap, the least recently used idle session of that
     /// group makes room; when every one is busy the new session is refused.
-    pub(crate) fn insert(&self, id: String, session: S) -> Result<(), SessionsFull<S>> {
+    pub(crate) fn insert(&self, id: String, session: Arc<S>) -> Result<(), SessionsFull<S>> {
         self.start_sweeper();
         let max = self.inner.max_per_group;
         let evicted = {
@@ -158,7 +158,7 @@ impl<S: Session> Sessions<S> {
             } else {
                 None
             };
-            sessions.insert(id, Arc::new(session));
+            sessions.insert(id, session);
             evicted
         };
         // Dropped outside the lock: dropping the session closes its ports.
@@ -267,22 +267,26 @@ mod tests {
     async fn a_full_group_evicts_its_least_recently_used_idle_session_or_refuses() {
         let sessions = Sessions::<Plain>::new(2, Duration::from_secs(3600));
         sessions
-            .insert("a".into(), Plain(Activity::new()))
+            .insert("a".into(), Arc::new(Plain(Activity::new())))
             .ok()
             .unwrap();
         sessions
-            .insert("b".into(), Plain(Activity::new()))
+            .insert("b".into(), Arc::new(Plain(Activity::new())))
             .ok()
             .unwrap();
         let (_, busy_b) = sessions.get("b", "g").unwrap();
         // "a" is idle and least recently used: it makes room.
         sessions
-            .insert("c".into(), Plain(Activity::new()))
+            .insert("c".into(), Arc::new(Plain(Activity::new())))
             .ok()
             .unwrap();
         assert!(sessions.get("a", "g").is_none());
         let (_, busy_c) = sessions.get("c", "g").unwrap();
-        assert!(sessions.insert("d".into(), Plain(Activity::new())).is_err());
+        assert!(
+            sessions
+                .insert("d".into(), Arc::new(Plain(Activity::new())))
+                .is_err()
+        );
         drop((busy_b, busy_c));
         assert_eq!(sessions.count("g"), 2);
         assert!(sessions.get("b", "other").is_none());

@@ -297,7 +297,7 @@ async fn mcp_answers_2026_requests_on_the_wire_without_a_session() {
     );
     assert_eq!(
         discover["_meta"]["io.modelcontextprotocol/serverInfo"],
-        json!({"name": "mcpapp-gateway", "version": env!("CARGO_PKG_VERSION")}),
+        json!({"name": "mcpapp-gateway", "title": "mcpapp", "version": env!("CARGO_PKG_VERSION")}),
         "{discover}"
     );
     assert!(discover["instructions"].is_string(), "{discover}");
@@ -424,21 +424,27 @@ async fn a_client_pinned_to_2026_lists_calls_and_hears_tool_changes_over_listen(
             .is_err()
     );
 
-    // Asked for everything, the gateway acknowledges only what it will send.
+    // Asked for everything, the gateway acknowledges what it will send: every list change
+    // (its lists merge every app's), and the app's resource under its namespaced URI.
     let mut subscription = client
         .listen(
             SubscriptionFilter::builder()
                 .tools_list_changed()
                 .prompts_list_changed()
                 .resources_list_changed()
-                .resource_subscription("ui://fixture/view.html")
+                .resource_subscription("ui://fx/fixture/view.html")
                 .build(),
         )
         .await
         .unwrap();
     assert_eq!(
         subscription.acknowledged(),
-        &SubscriptionFilter::builder().tools_list_changed().build()
+        &SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .resources_list_changed()
+            .resource_subscription("ui://fx/fixture/view.html")
+            .build()
     );
     client
         .call_tool(CallToolRequestParams::new("fx.notify_tools_changed"))
@@ -530,7 +536,7 @@ impl<S: tracing::Subscriber> Layer<S> for ListenCounts {
             }
             fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
         }
-        if event.metadata().target() != "mcpapp_host::aggregate" {
+        if event.metadata().target() != "mcpapp_host::mcp::listen" {
             return;
         }
         let mut count = Count(None);
