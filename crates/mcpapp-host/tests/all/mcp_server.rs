@@ -9,17 +9,18 @@ use std::sync::{Arc, Mutex};
 
 use mcpapp_supervisor::MCP_APP_MIME;
 use mcpapp_testkit::{AppsDir, bin};
-use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ClientRequest,
     CompleteRequestParams, ElicitRequestParams, ElicitResult, ElicitationAction,
     GetPromptRequestParams, Implementation, ProgressNotificationParam, ProtocolVersion,
-    ReadResourceRequestParams, ResourceUpdatedNotificationParam, SubscribeRequestParams, Tool,
+    ReadResourceRequestParams, ResourceUpdatedNotificationParam, ServerNotification,
+    SubscribeRequestParams, SubscriptionFilter, Tool,
 };
 use rmcp::service::{
     NotificationContext, PeerRequestOptions, RequestContext, RoleClient, RunningService,
 };
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -578,5 +579,94 @@ async fn list_changes_and_resource_updates_reach_a_session_that_outlives_an_apps
         .unwrap();
     assert_ne!(stores.is_error, Some(true), "{stores:?}");
     host.cancel().await.unwrap();
+    gateway.shutdown().await;
+}
+
+/// The same host, pinned to 2026-07-28 (no session: every request on its own).
+async fn connect_modern(gateway: &Gateway) -> Client {
+    AppsHost::new(true)
+        .serve_with_lifecycle(
+            StreamableHttpClientTransport::from_uri(format!("{}/mcp", gateway.url)),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_2026_client_gets_the_same_server_with_input_rounds_and_listens() {
+    let gateway = two_apps().await;
+    let modern = connect_modern(&gateway).await;
+    let legacy = connect(&gateway, "/mcp", true).await;
+    let heard = modern.service().heard.clone();
+
+    // The same tools, in the client's era.
+    let names = |tools: Vec<Tool>| -> Vec<String> {
+        let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        names(modern.list_all_tools().await.unwrap()),
+        names(legacy.list_all_tools().await.unwrap())
+    );
+
+    // An elicitation of the app is an input round for this client, answered by its handler.
+    let answer = tokio::time::timeout(
+        PATIENCE,
+        modern.call_tool(
+            CallToolRequestParams::new("fx.elicit")
+                .with_arguments(args(json!({"message": "and you?"}))),
+        ),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let text = &answer.content[0].as_text().unwrap().text;
+    assert!(
+        text.starts_with("accepted") && text.contains("Ada"),
+        "{text}"
+    );
+    assert_eq!(*heard.elicitations.lock().unwrap(), ["and you?"]);
+
+    // A listen hears a namespaced resource's updates under the client's URI.
+    let mut listen = modern
+        .listen(
+            SubscriptionFilter::builder()
+                .resource_subscription("ui://fx/fixture/view.html")
+                .build(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        listen.acknowledged(),
+        &SubscriptionFilter::builder()
+            .resource_subscription("ui://fx/fixture/view.html")
+            .build()
+    );
+    let touched = modern
+        .call_tool(
+            CallToolRequestParams::new("fx.touch_resource")
+                .with_arguments(args(json!({"uri": "ui://fixture/view.html"}))),
+        )
+        .await
+        .unwrap();
+    // A legacy app: the gateway's listen is its subscription on the app's one session.
+    assert_eq!(touched.structured_content.unwrap()["sessions"], 1);
+    let next = tokio::time::timeout(PATIENCE, listen.next())
+        .await
+        .unwrap()
+        .unwrap();
+    match next {
+        Some(ServerNotification::ResourceUpdatedNotification(updated)) => {
+            assert_eq!(updated.params.uri, "ui://fx/fixture/view.html");
+        }
+        other => panic!("{other:?}"),
+    }
+    listen.cancel().await.unwrap();
+    modern.cancel().await.unwrap();
+    legacy.cancel().await.unwrap();
     gateway.shutdown().await;
 }
