@@ -3,8 +3,10 @@
 //! - `tools/call`: a name the agent's registry gave an app's tool goes to that app (the
 //!   registry decides collisions, so `/mcp` and the agent never disagree about a name); a
 //!   client that declared the MCP Apps extension may also call app-only tools (its views do),
-//!   found by prefix among the running apps in discovery order. Tools the registry got from
-//!   elsewhere (built-in, plugins) are run by the gateway.
+//!   found by prefix among the running apps in discovery order; and, because a view knows only
+//!   its own app's names, an app's own tool name that no other running app has (and that
+//!   views may call). Tools the registry got from elsewhere (built-in, plugins) are run by the
+//!   gateway.
 //! - `prompts/get` and `completion/complete` of a prompt: by prefix, among the apps that list
 //!   the prompt.
 //! - `resources/read`, `resources/subscribe`, `resources/unsubscribe`, and completions of a
@@ -61,6 +63,13 @@ pub(crate) fn plan(
                         rewritten(app, scope, message, &["params", "name"], &remote)
                     }
                     Found::Gateway(entry) => Plan::Gateway(entry),
+                    Found::Ambiguous(names) => Plan::Refuse(
+                        -32602,
+                        format!(
+                            "Unknown tool: {name} (several apps have a tool of that name: call it as {})",
+                            names.join(" or ")
+                        ),
+                    ),
                 },
             )
         }
@@ -139,6 +148,8 @@ fn rewritten(
 enum Found {
     App(AppHandle, Scope, String),
     Gateway(ToolEntry),
+    /// An app's own name that several apps have: these are its `/mcp` names.
+    Ambiguous(Vec<String>),
 }
 
 /// The tool a name shown on `/mcp` stands for.
@@ -166,13 +177,35 @@ fn tool(
         return None;
     }
     // App-only tools are not in the agent's registry; views call them.
-    apps.iter().find_map(|(app, scope)| {
+    let app_only = apps.iter().find_map(|(app, scope)| {
         let remote = scope.name_in(name)?;
         let descriptors = app.descriptors();
         let tool = descriptors.tool(remote)?;
         (tool.visibility.app && !tool.visibility.model && !tool.visibility.malformed)
             .then(|| Found::App(app.clone(), scope.clone(), remote.to_owned()))
-    })
+    });
+    if app_only.is_some() {
+        return app_only;
+    }
+    // A view knows only its own app's names: a name that is no `/mcp` name but the own name
+    // of a tool views may call, in exactly one running app, is that tool.
+    let mut owners = apps.iter().filter(|(app, _)| {
+        app.descriptors()
+            .tool(name)
+            .is_some_and(|t| t.visibility.app && !t.visibility.malformed)
+    });
+    match (owners.next(), owners.next()) {
+        (Some((app, scope)), None) => Some(Found::App(app.clone(), scope.clone(), name.to_owned())),
+        (Some(first), Some(second)) => {
+            let names = [first, second]
+                .into_iter()
+                .chain(owners)
+                .map(|(_, scope)| scope.name_out(name))
+                .collect();
+            Some(Found::Ambiguous(names))
+        }
+        _ => None,
+    }
 }
 
 /// The app a prompt name shown on `/mcp` belongs to, and its own name for it.

@@ -254,6 +254,21 @@ async fn tools_keep_every_field_and_their_ui_is_read_through_the_rewritten_uri()
         .await
         .unwrap();
     assert_eq!(called.structured_content.unwrap()["name"], "app_only_tool");
+    // A view of the app knows the tool by the app's own name, which only one app has.
+    let by_own_name = host
+        .call_tool(CallToolRequestParams::new("app_only_tool"))
+        .await
+        .unwrap();
+    assert_eq!(
+        by_own_name.structured_content.unwrap()["name"],
+        "app_only_tool"
+    );
+    assert!(
+        plain
+            .call_tool(CallToolRequestParams::new("app_only_tool"))
+            .await
+            .is_err()
+    );
 
     // The UI resource, read where the tool points.
     let read = host
@@ -668,5 +683,41 @@ async fn a_2026_client_gets_the_same_server_with_input_rounds_and_listens() {
     listen.cancel().await.unwrap();
     modern.cancel().await.unwrap();
     legacy.cancel().await.unwrap();
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_own_tool_name_two_apps_share_must_be_called_by_its_mcp_name() {
+    let apps = AppsDir::new();
+    apps.stdio_app(
+        "fx",
+        &bin("fixture-app"),
+        &["stdio"],
+        r#"{"toolNamePrefix": "fx."}"#,
+    );
+    apps.stdio_app(
+        "fy",
+        &bin("fixture-app"),
+        &["stdio"],
+        r#"{"toolNamePrefix": "fy."}"#,
+    );
+    let gateway = Gateway::start(apps, |_| {}).await;
+    let host = connect(&gateway, "/mcp", true).await;
+    let ambiguous = host
+        .call_tool(CallToolRequestParams::new("app_only_tool"))
+        .await;
+    let why = ambiguous.unwrap_err().to_string();
+    assert!(
+        why.contains("fx.app_only_tool or fy.app_only_tool"),
+        "{why}"
+    );
+    for name in ["fx.app_only_tool", "fy.app_only_tool"] {
+        let called = host
+            .call_tool(CallToolRequestParams::new(name))
+            .await
+            .unwrap();
+        assert_eq!(called.structured_content.unwrap()["name"], "app_only_tool");
+    }
+    host.cancel().await.unwrap();
     gateway.shutdown().await;
 }
