@@ -71,4 +71,6 @@ pub(crate) struct AppState {
     pub(crate) config: Arc<HostConfig>,
     pub(crate) sessions: ProxySessions,
     pub(crate) views: ViewStore,
+    /// What `GET /metrics` renders.
+    pub(crate) metrics: crate::metrics::SharedRegistry,
 }

@@ -194,6 +194,15 @@ impl ProxySessions {
         removed.is_some()
     }
 
+    /// The number of open sessions of each app that has any.
+    pub(crate) fn counts(&self) -> HashMap<String, usize> {
+        let mut counts = HashMap::new();
+        for session in self.lock().values() {
+            *counts.entry(session.app_id.clone()).or_insert(0) += 1;
+        }
+        counts
+    }
+
     /// The number of open sessions of `app_id`.
     pub(crate) fn count(&self, app_id: &str) -> usize {
         self.lock().values().filter(|s| s.app_id == app_id).count()

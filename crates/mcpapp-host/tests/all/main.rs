@@ -10,6 +10,7 @@ mod chat;
 mod connections;
 mod eras;
 mod faithful;
+mod metrics;
 mod proxy;
 mod security;
 mod views;
