@@ -257,6 +257,22 @@ impl AppShared {
         &self,
         method: &str,
         request: ClientRequest,
+        mut meta: Option<RequestMetaObject>,
+    ) -> Result<ServerResult, CallError> {
+        // Health checks stay out of traces: they belong to no caller's work.
+        let span = if matches!(method, "ping" | "server/discover") {
+            tracing::Span::none()
+        } else {
+            info_span!("mcp_upstream_request", app = %self.id, method, path = "agent")
+        };
+        crate::trace_context::inject_meta(&mut meta, &span);
+        self.send(method, request, meta).instrument(span).await
+    }
+
+    async fn send(
+        &self,
+        method: &str,
+        request: ClientRequest,
         meta: Option<RequestMetaObject>,
     ) -> Result<ServerResult, CallError> {
         let connection = self.current().ok_or_else(|| self.not_running())?;

@@ -60,6 +60,7 @@ mod router;
 mod session;
 mod shield;
 mod supervisor;
+mod trace_context;
 
 pub use app::AppSnapshot;
 pub use descriptors::{

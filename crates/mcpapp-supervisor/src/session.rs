@@ -815,6 +815,7 @@ impl Connection {
             id: port,
             path: PathCell::new(CallPath::Proxy),
             meters: self.meters.clone(),
+            app_id: self.app_id.clone(),
             hub: self.hub.clone(),
             notifications: std::sync::Mutex::new(Some(notifications_rx)),
             protocol_version,
@@ -875,6 +876,8 @@ pub struct Port {
     /// The surface this port's client came through, for the call metrics.
     path: PathCell,
     meters: Arc<AppMeters>,
+    /// For the span of each request.
+    app_id: String,
     hub: mpsc::UnboundedSender<HubCommand>,
     notifications: std::sync::Mutex<Option<mpsc::Receiver<RawMessage>>>,
     protocol_version: String,
@@ -958,7 +961,7 @@ impl Port {
         }
     }
 
-    async fn request(&self, message: RawMessage) -> Result<PortReply, PortError> {
+    async fn request(&self, mut message: RawMessage) -> Result<PortReply, PortError> {
         let id = message
             .id()
             .map(ToOwned::to_owned)
@@ -984,6 +987,15 @@ impl Port {
             }
             _ => {}
         }
+        // The upstream leg of the client's request, a child of the caller's span; it lasts
+        // until the response (the stream keeps it).
+        let span = tracing::info_span!(
+            "mcp_upstream_request",
+            app = %self.app_id,
+            method = message.method().as_deref().unwrap_or_default(),
+            path = self.path.get().as_str(),
+        );
+        crate::trace_context::inject_raw(&mut message, &span);
         let (stream, stream_rx) = mpsc::unbounded_channel();
         let (accepted, accepted_rx) = oneshot::channel();
         let call = begin_call(&self.meters, &message, self.path.get(), Some(self.id));
@@ -1002,6 +1014,7 @@ impl Port {
                 key,
                 hub: self.hub.clone(),
                 done: false,
+                _span: span,
             })),
             Err(response) => Ok(PortReply::Response(response)),
         }
@@ -1028,6 +1041,8 @@ pub struct ResponseStream {
     key: Key,
     hub: mpsc::UnboundedSender<HubCommand>,
     done: bool,
+    /// The request's span, closed with the stream.
+    _span: tracing::Span,
 }
 
 impl ResponseStream {

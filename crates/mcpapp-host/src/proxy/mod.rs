@@ -154,7 +154,14 @@ fn read_message(headers: &HeaderMap, body: &Bytes) -> Result<RawMessage, Respons
         .map_err(|err| rpc_error(StatusCode::BAD_REQUEST, None, -32700, &err.to_string()))
 }
 
-/// `POST /apps/mcp/{appId}`.
+/// `POST /apps/mcp/{appId}`. Each POST is a trace of its own (`mcp_proxy_request`, not a
+/// child of the long-lived connection's span); the upstream leg is its child.
+#[tracing::instrument(
+    name = "mcp_proxy_request",
+    parent = None,
+    skip_all,
+    fields(app = %app.id(), method = tracing::field::Empty)
+)]
 pub(crate) async fn post(
     State(state): State<AppState>,
     ProxyApp(app): ProxyApp,
@@ -166,6 +173,9 @@ pub(crate) async fn post(
         Ok(message) => message,
         Err(response) => return response,
     };
+    if let Some(method) = message.method() {
+        tracing::Span::current().record("method", method.as_str());
+    }
     if message.kind() == MessageKind::Request && message.method().as_deref() == Some("initialize") {
         return initialize(&state, &app, &message).await;
     }
@@ -395,9 +405,17 @@ async fn stream_reply(mut stream: ResponseStream, busy: impl Send + 'static, era
         }
         Err(_) => None,
     };
-    let rest = stream::unfold((stream, busy), |(mut stream, busy)| async move {
-        stream.next().await.map(|message| (message, (stream, busy)))
-    });
+    // The request's span lasts as long as its event stream.
+    let span = tracing::Span::current();
+    let rest = stream::unfold(
+        (stream, busy, span),
+        |(mut stream, busy, span)| async move {
+            stream
+                .next()
+                .await
+                .map(|message| (message, (stream, busy, span)))
+        },
+    );
     let events = stream::iter(first)
         .chain(rest)
         .map(|message| Ok::<_, Infallible>(Event::default().data(message.into_string())));

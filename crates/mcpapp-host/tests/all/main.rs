@@ -13,6 +13,7 @@ mod faithful;
 mod metrics;
 mod proxy;
 mod security;
+mod traces;
 mod views;
 
 use std::sync::Arc;
