@@ -568,7 +568,9 @@ fn serve_exports_traces_over_otlp_when_an_endpoint_is_set() {
 
     let collector = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let endpoint = format!("http://{}", collector.local_addr().unwrap());
-    let received: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::default();
+    /// Each request's line and body, as the collector received them.
+    type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+    let received: Received = Arc::default();
     let record = received.clone();
     std::thread::spawn(move || {
         for stream in collector.incoming() {
