@@ -13,6 +13,11 @@
 //!   progress tokens are rewritten upstream and restored on the way back; notifications reach
 //!   every port; server requests reach the port that caused them.
 //!
+//! - [`SupervisorMetrics`] counts every `tools/call` (by app, tool, [`CallPath`] and outcome),
+//!   its duration, and upstream timeouts and cancellations, into a registry the caller owns.
+//!   With the `otel` feature, requests sent to apps carry the W3C trace context of their span
+//!   in `_meta`.
+//!
 //! This is the only crate that starts processes.
 //!
 //! # Example
