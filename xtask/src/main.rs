@@ -108,6 +108,30 @@ fn ci(root: &Path, args: &[String]) -> anyhow::Result<()> {
             "warnings",
         ],
         &["test", "--workspace"],
+        // The gateway's OTLP exporter is behind its `otel` feature, which no workspace build
+        // turns on: lint it, and run the test that exports to a loopback collector.
+        &[
+            "clippy",
+            "-p",
+            "mcpapp-gateway",
+            "--features",
+            "otel",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[
+            "test",
+            "-p",
+            "mcpapp-gateway",
+            "--features",
+            "otel",
+            "--test",
+            "all",
+            "--",
+            "serve_exports_traces_over_otlp",
+        ],
         &["xtask", "demo", "--smoke"],
         &["xtask", "conformance"],
     ];

@@ -10,6 +10,7 @@ use clap::Parser;
 mod cli;
 mod commands;
 mod config;
+mod otel;
 
 fn main() -> ExitCode {
     // `serve` starts this executable again as its keeper (the process that kills every app
@@ -18,13 +19,18 @@ fn main() -> ExitCode {
         return code;
     }
     let cli = cli::Cli::parse();
-    install_tracing(&cli);
+    // Held until the command returns, so the last spans are exported before the exit.
+    let _traces = install_tracing(&cli);
     commands::run(cli.command)
 }
 
 /// Logs go to stderr (stdout carries command output); `RUST_LOG` overrides the level. `serve`
-/// logs what it does by default; the one-shot commands only warnings.
-fn install_tracing(cli: &cli::Cli) {
+/// logs what it does by default; the one-shot commands only warnings. With the `otel`
+/// feature and `OTEL_EXPORTER_OTLP_ENDPOINT` set, spans are also exported (see `otel.rs`).
+fn install_tracing(cli: &cli::Cli) -> Option<otel::Traces> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let quiet = if matches!(cli.command, cli::Command::Serve(_)) {
         "info,rmcp=warn,tower_http=warn"
     } else {
@@ -33,9 +39,11 @@ fn install_tracing(cli: &cli::Cli) {
     let default = cli.log_level.as_deref().unwrap_or(quiet);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_filter(filter);
+    let (traces, layer) = otel::layer();
+    tracing_subscriber::registry().with(logs).with(layer).init();
+    traces
 }

@@ -117,7 +117,8 @@ impl Tool for McpAppTool {
 
     fn invoke(&self, arguments_json: String, ctx: ToolContext) -> BoxFuture<'static, ToolOutput> {
         let inner = Arc::clone(&self.inner);
-        let span = tracing::debug_span!("mcpapp_tool", tool = %inner.name, app = %inner.app.id());
+        // Info, so that traces show the tool call between the chat turn and the app's request.
+        let span = tracing::info_span!("mcpapp_tool", tool = %inner.name, app = %inner.app.id());
         Box::pin(async move { inner.call(&arguments_json, ctx).await }.instrument(span))
     }
 }

@@ -72,6 +72,10 @@ pub struct GatewaySettings {
     /// Seconds after which an idle browser session is closed; default 1800.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy_session_idle_seconds: Option<NonZeroU64>,
+    /// Serve `GET /metrics` (Prometheus text format, behind the token like every API route);
+    /// default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<bool>,
 }
 
 /// How a listener treats its connections (see [`serve`](crate::serve)).
@@ -127,12 +131,14 @@ pub struct HostConfig {
     /// How long a browser session may stay idle (no request in flight, no event stream
     /// open) before it is closed.
     pub proxy_session_idle: Duration,
+    /// Whether `GET /metrics` is served.
+    pub serve_metrics: bool,
 }
 
 impl HostConfig {
     /// Defaults for a gateway listening on `local_addr`: no token, its own origins, 4 MiB
     /// bodies, app visibility enforced, the default [`ConnectionLimits`], 256 browser
-    /// sessions per app closed after 30 idle minutes.
+    /// sessions per app closed after 30 idle minutes, `GET /metrics` served.
     pub fn new(local_addr: SocketAddr) -> Self {
         Self {
             local_addr,
@@ -145,6 +151,7 @@ impl HostConfig {
             connections: ConnectionLimits::default(),
             max_proxy_sessions_per_app: DEFAULT_MAX_PROXY_SESSIONS_PER_APP,
             proxy_session_idle: DEFAULT_PROXY_SESSION_IDLE,
+            serve_metrics: true,
         }
     }
 
@@ -182,6 +189,9 @@ impl HostConfig {
         }
         if let Some(seconds) = settings.proxy_session_idle_seconds {
             self.proxy_session_idle = Duration::from_secs(seconds.get());
+        }
+        if let Some(serve) = settings.metrics {
+            self.serve_metrics = serve;
         }
         self
     }

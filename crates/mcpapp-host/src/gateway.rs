@@ -10,7 +10,7 @@ use std::time::Duration;
 use mcpapp_agent::{Agent, AgentConfig, ChatModel, OfflineModel};
 use mcpapp_bridge::{AppToolSync, ToolRegistry};
 use mcpapp_discovery::{Discovery, DiscoveryReport};
-use mcpapp_supervisor::{Keeper, SupervisionPolicy, Supervisor};
+use mcpapp_supervisor::{Keeper, SupervisionPolicy, Supervisor, SupervisorMetrics};
 use tokio::sync::watch;
 use tracing::info;
 
@@ -193,7 +193,11 @@ impl GatewayBuilder {
         let report = tokio::task::spawn_blocking(move || discovery.scan())
             .await
             .map_err(|e| StartError::Discovery(e.to_string()))?;
-        let mut supervisor = Supervisor::builder().config(self.discovery.config());
+        // One registry per gateway: the supervisor's call series, then the host's own.
+        let mut metrics = prometheus_client::registry::Registry::default();
+        let mut supervisor = Supervisor::builder()
+            .config(self.discovery.config())
+            .metrics(SupervisorMetrics::register(&mut metrics));
         if let Some(keeper) = self.keeper {
             supervisor = supervisor.keeper(keeper);
         }
@@ -226,7 +230,7 @@ impl GatewayBuilder {
             .with_discovery(self.discovery)
             .with_diagnostics(diagnostics);
         let limits = config.connections;
-        let host = Host::new(parts, config);
+        let host = Host::with_metrics(parts, config, metrics);
         let (stop, stopped) = watch::channel(false);
         let until_stopped = |mut stopped: watch::Receiver<bool>| async move {
             let _ = stopped.wait_for(|s| *s).await;

@@ -11,6 +11,7 @@
 //! | `POST /apps/chat` | a chat turn as server-sent events |
 //! | `/apps/mcp/{appId}` | Streamable HTTP MCP for app views, sharing the app's upstream session |
 //! | `/mcp` | one MCP server with every app's tools, resources, templates, prompts and completions, for external clients and MCP Apps hosts |
+//! | `GET /metrics` | the gateway's series in the Prometheus text format (`Gateway.Metrics`, on by default; see docs/operations.md) |
 //!
 //! The sandbox listener ([`Host::sandbox_router`], a second port and so another origin)
 //! serves only `/sandbox.html?view=TOKEN`: the outer frame of an app view, with the view's CSP
@@ -54,6 +55,7 @@ mod error;
 mod gateway;
 mod intake;
 mod mcp;
+mod metrics;
 mod proxy;
 mod security;
 mod serve;
@@ -92,9 +94,26 @@ impl std::fmt::Debug for Host {
 }
 
 impl Host {
-    /// Prepares the routes for `parts` under `config`.
-    #[allow(clippy::needless_pass_by_value)] // Taken by value: the host owns them from now on.
+    /// Prepares the routes for `parts` under `config`; `GET /metrics` shows only the host's
+    /// own series (see [`Host::with_metrics`]).
     pub fn new(parts: HostParts, config: HostConfig) -> Self {
+        Self::with_metrics(
+            parts,
+            config,
+            prometheus_client::registry::Registry::default(),
+        )
+    }
+
+    /// Prepares the routes, with `registry` behind `GET /metrics`: the host adds its own
+    /// series (`mcpapp_app_state`, `mcpapp_app_restarts_total`, `mcpapp_proxy_sessions`,
+    /// `mcpapp_build_info`) to what is registered there already, such as the supervisor's
+    /// [`SupervisorMetrics`](mcpapp_supervisor::SupervisorMetrics).
+    #[allow(clippy::needless_pass_by_value)] // Taken by value: the host owns them from now on.
+    pub fn with_metrics(
+        parts: HostParts,
+        config: HostConfig,
+        mut registry: prometheus_client::registry::Registry,
+    ) -> Self {
         let sessions =
             proxy::ProxySessions::new(config.max_proxy_sessions_per_app, config.proxy_session_idle);
         // `/mcp` counts as one more app against the same cap.
@@ -103,6 +122,7 @@ impl Host {
             config.proxy_session_idle,
         );
         let shutdown = tokio_util::sync::CancellationToken::new();
+        metrics::register(&mut registry, parts.supervisor.clone(), sessions.clone());
         Self {
             state: state::AppState {
                 parts,
@@ -110,6 +130,7 @@ impl Host {
                 sessions,
                 mcp: Arc::new(mcp::McpEndpoint::new(mcp_sessions, shutdown.clone())),
                 views: views::ViewStore::default(),
+                metrics: Arc::new(registry),
             },
             shutdown,
         }
@@ -126,7 +147,11 @@ impl Host {
     /// The main router: the host page, the JSON routes, the per-app proxy and `/mcp`.
     pub fn router(&self) -> Router {
         let config = self.state.config.clone();
-        let api = Router::new()
+        let mut api = Router::new();
+        if config.serve_metrics {
+            api = api.route("/metrics", get(metrics::scrape));
+        }
+        let api = api
             .route("/apps/health", get(apps::health))
             .route("/apps", get(apps::list))
             .route("/apps/reload", post(apps::reload))

@@ -72,4 +72,6 @@ pub(crate) struct AppState {
     pub(crate) sessions: ProxySessions,
     pub(crate) mcp: Arc<crate::mcp::McpEndpoint>,
     pub(crate) views: ViewStore,
+    /// What `GET /metrics` renders.
+    pub(crate) metrics: crate::metrics::SharedRegistry,
 }

@@ -90,6 +90,8 @@ pub(crate) struct AppShared {
     causes: crate::elicit::Causes,
     /// Answers input a modern app asks of the gateway's own calls.
     pub(crate) elicitor: Option<Arc<dyn crate::elicit::Elicitor>>,
+    /// Its call counters, shared with the hub of each connection.
+    pub(crate) meters: Arc<crate::metrics::AppMeters>,
 }
 
 impl std::fmt::Debug for AppShared {
@@ -117,6 +119,7 @@ impl AppShared {
         runnable: Option<(AppSpec, SupervisionPolicy)>,
         events: broadcast::Sender<SupervisorEvent>,
         elicitor: Option<Arc<dyn crate::elicit::Elicitor>>,
+        metrics: &crate::metrics::SupervisorMetrics,
     ) -> (Arc<Self>, Option<mpsc::UnboundedReceiver<Command>>) {
         let (commands, receiver) = match runnable {
             Some(_) => {
@@ -136,6 +139,7 @@ impl AppShared {
             next_restart: None,
         };
         let shared = Arc::new(Self {
+            meters: metrics.app(snapshot.state.id()),
             id: snapshot.state.id().to_owned(),
             snapshot: watch::channel(snapshot).0,
             connection: Mutex::new(None),
@@ -250,6 +254,22 @@ impl AppShared {
     /// Sends a request through the current connection, bounded by the app's request timeout;
     /// a timed-out request is cancelled upstream.
     pub(crate) async fn request(
+        &self,
+        method: &str,
+        request: ClientRequest,
+        mut meta: Option<RequestMetaObject>,
+    ) -> Result<ServerResult, CallError> {
+        // Health checks stay out of traces: they belong to no caller's work.
+        let span = if matches!(method, "ping" | "server/discover") {
+            tracing::Span::none()
+        } else {
+            info_span!("mcp_upstream_request", app = %self.id, method, path = "agent")
+        };
+        crate::trace_context::inject_meta(&mut meta, &span);
+        self.send(method, request, meta).instrument(span).await
+    }
+
+    async fn send(
         &self,
         method: &str,
         request: ClientRequest,
@@ -788,6 +808,7 @@ async fn start(
                 handler,
                 spec.request_timeout,
                 choice,
+                shared.meters.clone(),
             )
             .await
             {
@@ -864,6 +885,9 @@ async fn start(
         });
         s.instructions = info.as_ref().and_then(|i| i.instructions.clone());
     });
+    shared
+        .meters
+        .know_tools(descriptors.tools.iter().map(|t| t.name.as_str()));
     shared.descriptors.send_replace(Arc::new(descriptors));
     Ok(connection)
 }
@@ -1073,6 +1097,9 @@ async fn refresh(
                 s.state.resource_template_count = descriptors.templates.len();
                 s.state.prompt_count = descriptors.prompts.len();
             });
+            shared
+                .meters
+                .know_tools(descriptors.tools.iter().map(|t| t.name.as_str()));
             shared.descriptors.send_replace(Arc::new(descriptors));
             let app_id = shared.id.clone();
             let event = if lists.tools {

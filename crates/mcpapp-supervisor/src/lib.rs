@@ -13,6 +13,11 @@
 //!   progress tokens are rewritten upstream and restored on the way back; notifications reach
 //!   every port; server requests reach the port that caused them.
 //!
+//! - [`SupervisorMetrics`] counts every `tools/call` (by app, tool, [`CallPath`] and outcome),
+//!   its duration, and upstream timeouts and cancellations, into a registry the caller owns.
+//!   With the `otel` feature, requests sent to apps carry the W3C trace context of their span
+//!   in `_meta`.
+//!
 //! This is the only crate that starts processes.
 //!
 //! # Example
@@ -53,12 +58,14 @@ mod keeper;
 mod launch;
 mod lifecycle;
 mod link;
+mod metrics;
 mod policy;
 mod raw;
 mod router;
 mod session;
 mod shield;
 mod supervisor;
+mod trace_context;
 
 pub use app::AppSnapshot;
 pub use descriptors::{
@@ -71,6 +78,7 @@ pub use error::{CallError, ControlError};
 pub use events::SupervisorEvent;
 pub use handle::AppHandle;
 pub use keeper::{KEEPER_ARG, KEEPER_ENV, Keeper, run_keeper_if_requested};
+pub use metrics::{CallPath, OTHER_TOOL, SupervisorMetrics};
 pub use policy::SupervisionPolicy;
 pub use raw::{MessageKind, RawError, RawMessage, raw_string};
 pub use session::{PORT_PROTOCOL_VERSIONS, Port, PortError, PortReply, ResponseStream};

@@ -282,7 +282,7 @@ pub(crate) struct Router {
     next: u64,
 }
 
-fn key_of(value: &RawValue) -> Key {
+pub(crate) fn key_of(value: &RawValue) -> Key {
     value.get().trim().to_owned()
 }
 

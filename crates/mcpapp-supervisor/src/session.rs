@@ -21,8 +21,9 @@ use tracing::{Instrument, debug, warn};
 
 use crate::era::{self, Era, Probe};
 use crate::link::{Link, LinkEvent};
+use crate::metrics::{AppMeters, CallPath, Outcome, PathCell, ToolMeters};
 use crate::raw::{MessageKind, RawError, RawMessage, raw_json, raw_string};
-use crate::router::{Delivery, Key, PortCapabilities, PortId, PortSpec, Router};
+use crate::router::{Delivery, Key, PortCapabilities, PortId, PortSpec, Router, key_of};
 
 /// Notifications kept for a port that does not read them fast enough.
 const PORT_BACKLOG: usize = 256;
@@ -49,6 +50,8 @@ enum HubCommand {
         message: RawMessage,
         stream: mpsc::UnboundedSender<RawMessage>,
         accepted: oneshot::Sender<Result<Key, RawMessage>>,
+        /// Set for a `tools/call`, timed from here.
+        call: Option<Call>,
     },
     PortNotification {
         port: PortId,
@@ -92,14 +95,169 @@ struct Hub {
     probes: HashMap<Key, oneshot::Sender<RawMessage>>,
     garbage: Vec<String>,
     closed: watch::Sender<Option<String>>,
+    meters: Arc<AppMeters>,
+    /// The `tools/call`s in flight, by port request stream or rmcp id (the router keeps the
+    /// two apart: port requests go upstream as `"gw:…"` strings, rmcp's ids are numbers).
+    calls: HashMap<Key, Call>,
+}
+
+/// The reasons rmcp gives when it cancels a request it timed out.
+const RMCP_TIMEOUT_REASON: &str =
+    rmcp::service::RequestHandle::<rmcp::RoleClient>::REQUEST_TIMEOUT_REASON;
+const RMCP_TOTAL_TIMEOUT_REASON: &str =
+    rmcp::service::RequestHandle::<rmcp::RoleClient>::REQUEST_MAX_TOTAL_TIMEOUT_REASON;
+
+/// A `tools/call` being timed.
+#[derive(Debug)]
+struct Call {
+    tool: Arc<ToolMeters>,
+    path: CallPath,
+    port: Option<PortId>,
+    started: Instant,
+}
+
+/// Whether `message` is a request of `method`, without decoding the method when it is
+/// written plainly (as every client writes it).
+fn is_method(message: &RawMessage, method: &str) -> bool {
+    match message.member("method").map(RawValue::get) {
+        Some(raw) if !raw.contains('\\') => raw
+            .strip_prefix('"')
+            .and_then(|r| r.strip_suffix('"'))
+            .is_some_and(|m| m == method),
+        Some(_) => message.method().as_deref() == Some(method),
+        None => false,
+    }
+}
+
+/// How a `tools/call` ended, from its response.
+fn outcome_of(message: &RawMessage) -> Outcome {
+    #[derive(serde::Deserialize)]
+    struct Flag {
+        #[serde(rename = "isError", default)]
+        is_error: Option<bool>,
+    }
+    match message.member("result") {
+        None => Outcome::Failed,
+        Some(result) => match serde_json::from_str::<Flag>(result.get()) {
+            Ok(Flag {
+                is_error: Some(true),
+            }) => Outcome::Error,
+            _ => Outcome::Ok,
+        },
+    }
+}
+
+/// How many `notifications/cancelled` go upstream among `deliveries`.
+fn cancellations(deliveries: &[Delivery]) -> u64 {
+    let sent = deliveries.iter().filter(|d| {
+        matches!(d, Delivery::Upstream { message, request: None }
+            if message.kind() == MessageKind::Notification
+                && is_method(message, "notifications/cancelled"))
+    });
+    sent.count() as u64
+}
+
+/// Starts timing `message` if it is a `tools/call`.
+fn begin_call(
+    meters: &AppMeters,
+    message: &RawMessage,
+    path: CallPath,
+    port: Option<PortId>,
+) -> Option<Call> {
+    if !is_method(message, "tools/call") {
+        return None;
+    }
+    let name = message.get_path(&["params", "name"]);
+    let name = name.as_deref().map(RawValue::get);
+    // A plain string is looked up as written; one with escapes is decoded first.
+    let decoded;
+    let name = match name {
+        Some(raw) if !raw.contains('\\') => raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')),
+        Some(raw) => {
+            decoded = serde_json::from_str::<String>(raw).ok();
+            decoded.as_deref()
+        }
+        None => None,
+    };
+    Some(Call {
+        tool: meters.tool(name),
+        path,
+        port,
+        started: Instant::now(),
+    })
 }
 
 impl Hub {
+    /// Times the gateway's own `tools/call`s, and counts what rmcp gives up: rmcp cancels a
+    /// request on its own timeout with a reason of its own; any other cancellation is a
+    /// caller that stopped waiting.
+    fn note_rmcp(&mut self, message: &RawMessage) {
+        match message.kind() {
+            MessageKind::Request => {
+                if let Some(id) = message.id()
+                    && let Some(call) = begin_call(&self.meters, message, CallPath::Agent, None)
+                {
+                    self.calls.insert(key_of(id), call);
+                }
+            }
+            MessageKind::Notification if is_method(message, "notifications/cancelled") => {
+                let Some(id) = message.get_path(&["params", "requestId"]) else {
+                    return;
+                };
+                let reason = message
+                    .get_path(&["params", "reason"])
+                    .and_then(|r| serde_json::from_str::<String>(r.get()).ok());
+                let timed_out = matches!(
+                    reason.as_deref(),
+                    Some(RMCP_TIMEOUT_REASON | RMCP_TOTAL_TIMEOUT_REASON)
+                );
+                if timed_out {
+                    self.meters.timed_out();
+                } else {
+                    self.meters.cancelled(1);
+                }
+                let outcome = if timed_out {
+                    Outcome::Timeout
+                } else {
+                    Outcome::Cancelled
+                };
+                self.end_call(&key_of(&id), || outcome);
+            }
+            _ => {}
+        }
+    }
+
+    /// Counts the `tools/call` under `key`, if one is being timed.
+    fn end_call(&mut self, key: &Key, outcome: impl FnOnce() -> Outcome) {
+        if let Some(call) = self.calls.remove(key) {
+            call.tool
+                .finish(call.path, outcome(), call.started.elapsed());
+        }
+    }
+
+    /// A closing port's calls still in flight are cancelled with it.
+    fn end_port_calls(&mut self, port: PortId) {
+        self.calls.retain(|_, call| {
+            if call.port != Some(port) {
+                return true;
+            }
+            call.tool
+                .finish(call.path, Outcome::Cancelled, call.started.elapsed());
+            false
+        });
+    }
+
     fn deliver(&mut self, deliveries: Vec<Delivery>) {
         for delivery in deliveries {
             match delivery {
                 Delivery::Upstream { message, request } => self.link.send(message, request),
                 Delivery::Rmcp(message) => {
+                    if message.is_response()
+                        && !self.calls.is_empty()
+                        && let Some(id) = message.id()
+                    {
+                        self.end_call(&key_of(id), || outcome_of(&message));
+                    }
                     let _ = self.to_rmcp.send(message.into_string());
                 }
                 Delivery::Request {
@@ -108,6 +266,7 @@ impl Hub {
                     last,
                 } => {
                     let stream = if last {
+                        self.end_call(&request, || outcome_of(&message));
                         self.requests.remove(&request)
                     } else {
                         self.requests.get(&request).cloned()
@@ -148,6 +307,7 @@ impl Hub {
     fn command(&mut self, command: HubCommand) {
         match command {
             HubCommand::FromRmcp(message) => {
+                self.note_rmcp(&message);
                 let deliveries = self.router.rmcp_outgoing(message);
                 self.deliver(deliveries);
             }
@@ -164,8 +324,12 @@ impl Hub {
                 message,
                 stream,
                 accepted,
+                call,
             } => match self.router.port_request(port, message) {
                 Ok(taken) => {
+                    if let Some(call) = call {
+                        self.calls.insert(taken.stream.clone(), call);
+                    }
                     if taken.bounded {
                         self.deadlines.push(Reverse((
                             Instant::now() + self.request_timeout,
@@ -192,13 +356,17 @@ impl Hub {
             }
             HubCommand::Abandon { key, reason } => {
                 self.requests.remove(&key);
+                self.end_call(&key, || Outcome::Cancelled);
                 let deliveries = self.router.abandon(&key, &reason);
+                self.meters.cancelled(cancellations(&deliveries));
                 self.deliver(deliveries);
             }
             HubCommand::ClosePort { port, reason } => {
                 self.ports.remove(&port);
                 self.lagging.remove(&port);
+                self.end_port_calls(port);
                 let deliveries = self.router.close_port(port, &reason);
+                self.meters.cancelled(cancellations(&deliveries));
                 self.deliver(deliveries);
             }
             HubCommand::Handshake { reply } => {
@@ -235,6 +403,8 @@ impl Hub {
                 // Answered or abandoned already.
                 continue;
             };
+            self.meters.timed_out();
+            self.end_call(&key, || Outcome::Timeout);
             let reason = format!("timed out after {} s", self.request_timeout.as_secs_f64());
             let id = self.router.original_id(&key).map(ToOwned::to_owned);
             let _ = stream.send(RawMessage::error_response(
@@ -269,6 +439,10 @@ impl Hub {
             ));
         }
         self.ports.clear();
+        for (_, call) in self.calls.drain() {
+            call.tool
+                .finish(call.path, Outcome::Failed, call.started.elapsed());
+        }
         let _ = self.closed.send(Some(reason));
     }
 
@@ -354,6 +528,7 @@ pub(crate) struct Connection {
     next_port: AtomicU64,
     pub(crate) request_timeout: Duration,
     app_id: String,
+    meters: Arc<AppMeters>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -399,6 +574,7 @@ impl Connection {
         handler: crate::client::GatewayClient,
         request_timeout: Duration,
         choice: EraChoice,
+        meters: Arc<AppMeters>,
     ) -> Result<Connection, HandshakeError> {
         let link = Arc::new(link);
         let (rmcp_io, hub_io) = tokio::io::duplex(DUPLEX_BYTES);
@@ -451,6 +627,8 @@ impl Connection {
             probes: HashMap::new(),
             garbage: Vec::new(),
             closed: closed_tx,
+            meters: meters.clone(),
+            calls: HashMap::new(),
         };
         tokio::spawn(hub.run(link_events, commands_rx).instrument(span));
 
@@ -506,6 +684,7 @@ impl Connection {
             next_port: AtomicU64::new(1),
             request_timeout,
             app_id: app_id.to_owned(),
+            meters,
         })
     }
 
@@ -634,6 +813,9 @@ impl Connection {
             .map_err(|_| PortError::SessionGone)?;
         Ok(Port {
             id: port,
+            path: PathCell::new(CallPath::Proxy),
+            meters: self.meters.clone(),
+            app_id: self.app_id.clone(),
             hub: self.hub.clone(),
             notifications: std::sync::Mutex::new(Some(notifications_rx)),
             protocol_version,
@@ -691,6 +873,11 @@ pub enum PortReply {
 #[derive(Debug)]
 pub struct Port {
     id: PortId,
+    /// The surface this port's client came through, for the call metrics.
+    path: PathCell,
+    meters: Arc<AppMeters>,
+    /// For the span of each request.
+    app_id: String,
     hub: mpsc::UnboundedSender<HubCommand>,
     notifications: std::sync::Mutex<Option<mpsc::Receiver<RawMessage>>>,
     protocol_version: String,
@@ -702,6 +889,18 @@ impl Port {
     /// This port's number within its session (for logs).
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The surface this port's client came through: [`CallPath::Proxy`] unless
+    /// [`Port::set_call_path`] said otherwise.
+    pub fn call_path(&self) -> CallPath {
+        self.path.get()
+    }
+
+    /// Names the surface this port's client came through (`/mcp` ports are
+    /// [`CallPath::Mcp`]); its `tools/call`s are counted under that path from now on.
+    pub fn set_call_path(&self, path: CallPath) {
+        self.path.set(path);
     }
 
     /// The protocol version agreed with this port's client.
@@ -762,7 +961,7 @@ impl Port {
         }
     }
 
-    async fn request(&self, message: RawMessage) -> Result<PortReply, PortError> {
+    async fn request(&self, mut message: RawMessage) -> Result<PortReply, PortError> {
         let id = message
             .id()
             .map(ToOwned::to_owned)
@@ -788,14 +987,25 @@ impl Port {
             }
             _ => {}
         }
+        // The upstream leg of the client's request, a child of the caller's span; it lasts
+        // until the response (the stream keeps it).
+        let span = tracing::info_span!(
+            "mcp_upstream_request",
+            app = %self.app_id,
+            method = message.method().as_deref().unwrap_or_default(),
+            path = self.path.get().as_str(),
+        );
+        crate::trace_context::inject_raw(&mut message, &span);
         let (stream, stream_rx) = mpsc::unbounded_channel();
         let (accepted, accepted_rx) = oneshot::channel();
+        let call = begin_call(&self.meters, &message, self.path.get(), Some(self.id));
         self.hub
             .send(HubCommand::PortRequest {
                 port: self.id,
                 message,
                 stream,
                 accepted,
+                call,
             })
             .map_err(|_| PortError::SessionGone)?;
         match accepted_rx.await.map_err(|_| PortError::SessionGone)? {
@@ -804,6 +1014,7 @@ impl Port {
                 key,
                 hub: self.hub.clone(),
                 done: false,
+                _span: span,
             })),
             Err(response) => Ok(PortReply::Response(response)),
         }
@@ -830,6 +1041,8 @@ pub struct ResponseStream {
     key: Key,
     hub: mpsc::UnboundedSender<HubCommand>,
     done: bool,
+    /// The request's span, closed with the stream.
+    _span: tracing::Span,
 }
 
 impl ResponseStream {

@@ -16,6 +16,7 @@ use crate::handle::AppHandle;
 use crate::keeper::Keeper;
 use crate::launch::Environment;
 use crate::link::stdio::ProcessTable;
+use crate::metrics::SupervisorMetrics;
 use crate::policy::SupervisionPolicy;
 
 /// Events kept for slow subscribers.
@@ -29,6 +30,7 @@ pub struct SupervisorBuilder {
     env: Environment,
     keeper: Option<Arc<Keeper>>,
     elicitor: Option<Arc<dyn crate::elicit::Elicitor>>,
+    metrics: SupervisorMetrics,
 }
 
 impl std::fmt::Debug for SupervisorBuilder {
@@ -99,6 +101,13 @@ impl SupervisorBuilder {
         self
     }
 
+    /// Counts tool calls, timeouts and cancellations into these series (see
+    /// [`SupervisorMetrics::register`]); without it they are counted but never scraped.
+    pub fn metrics(mut self, metrics: SupervisorMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
     /// Builds the supervisor; nothing runs until [`Supervisor::load`].
     pub fn build(self) -> Supervisor {
         Supervisor {
@@ -115,6 +124,7 @@ impl SupervisorBuilder {
                 entries: self.entries,
                 policy: self.policy,
                 tasks: Mutex::new(Vec::new()),
+                metrics: self.metrics,
                 loaded: AtomicBool::new(false),
                 shut_down: AtomicBool::new(false),
             }),
@@ -141,6 +151,7 @@ struct Inner {
     global: SupervisionConfig,
     entries: BTreeMap<String, SupervisionConfig>,
     policy: Option<SupervisionPolicy>,
+    metrics: SupervisorMetrics,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     loaded: AtomicBool,
     shut_down: AtomicBool,
@@ -191,6 +202,7 @@ impl Supervisor {
             env: Environment::default(),
             keeper: None,
             elicitor: None,
+            metrics: SupervisorMetrics::default(),
         }
     }
 
@@ -217,6 +229,7 @@ impl Supervisor {
             runnable,
             self.inner.events.clone(),
             self.inner.context.elicitor.clone(),
+            &self.inner.metrics,
         );
         let handle = AppHandle { shared };
         if let Some(commands) = commands {

@@ -513,3 +513,128 @@ fn an_app_cannot_read_the_gateways_environment_through_proc() {
         "{reply}"
     );
 }
+
+/// A gateway with one fixture app, started with `env`.
+fn serve_fixture(tree: &Tree, token: &str, env: &[(&str, &str)]) -> Served {
+    let fixture = bin("fixture-app");
+    tree.write(
+        "apps/fx/openclaw.mcpapp.json",
+        &json!({"id": "fx", "command": fixture, "arguments": ["stdio"], "toolNamePrefix": "fx."})
+            .to_string(),
+    );
+    tree.write(
+        "appsettings.json",
+        r#"{"McpApps": {"Enabled": true, "DiscoveryPaths": ["apps"], "Supervision": {"HealthCheckIntervalMs": 0}}}"#,
+    );
+    let mut env = env.to_vec();
+    env.push(("MCPAPP_TOKEN", token));
+    let served = serve(tree, &env);
+    wait_running(&served, Some(token), 1);
+    served
+}
+
+#[test]
+fn serve_exposes_metrics_behind_the_token() {
+    let tree = Tree::new();
+    let token = "scrape-token";
+    let served = serve_fixture(&tree, token, &[]);
+    let url = format!("{}/metrics", served.url);
+    let (headers, _) = get_with_token(&url, None);
+    assert!(headers.starts_with("HTTP/1.1 401"), "{headers}");
+    call_tool(&served, token, "fx", "echo", &json!({"message": "m"}));
+    let (headers, body) = get_with_token(&url, Some(token));
+    assert!(headers.starts_with("HTTP/1.1 200"), "{headers}");
+    assert!(body.contains("# TYPE mcpapp_build_info gauge"), "{body}");
+    assert!(
+        body.contains(r#"mcpapp_app_state{app="fx",state="Running"} 1"#),
+        "{body}"
+    );
+    assert!(
+        body.contains(
+            r#"mcpapp_tool_calls_total{app="fx",tool="echo",path="proxy",outcome="ok"} 1"#
+        ),
+        "{body}"
+    );
+}
+
+/// With the `otel` feature, a real `serve` exports the spans of a proxied call over OTLP/HTTP
+/// to a collector (here a loopback listener that records what it is sent), and the app gets
+/// a `traceparent` of the same trace.
+#[cfg(feature = "otel")]
+#[test]
+fn serve_exports_traces_over_otlp_when_an_endpoint_is_set() {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    let collector = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", collector.local_addr().unwrap());
+    /// Each request's line and body, as the collector received them.
+    type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+    let received: Received = Arc::default();
+    let record = received.clone();
+    std::thread::spawn(move || {
+        for stream in collector.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).is_err() {
+                continue;
+            }
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':')
+                    && name.eq_ignore_ascii_case("content-length")
+                {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            record.lock().unwrap().push((request_line, body));
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+
+    let tree = Tree::new();
+    let token = "trace-token";
+    let served = serve_fixture(
+        &tree,
+        token,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    );
+    let got = call_tool(&served, token, "fx", "echo_meta", &json!({}));
+    let traceparent = got["meta"]["traceparent"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no traceparent: {got}"))
+        .to_owned();
+    let trace_id: Vec<u8> = (0..16)
+        .map(|i| u8::from_str_radix(&traceparent[3 + 2 * i..5 + 2 * i], 16).unwrap())
+        .collect();
+    let exported = |needle: &[u8]| {
+        received.lock().unwrap().iter().any(|(line, body)| {
+            line.starts_with("POST /v1/traces ") && body.windows(needle.len()).any(|w| w == needle)
+        })
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), || exported(&trace_id)
+            && exported(b"mcp_proxy_request")
+            && exported(b"mcp_upstream_request")),
+        "the collector got no spans of trace {traceparent}: {:?}",
+        received
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(line, body)| (line.clone(), body.len()))
+            .collect::<Vec<_>>()
+    );
+    drop(served);
+}

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use mcpapp_supervisor::{AppHandle, Port, PortError, PortReply, RawMessage};
+use mcpapp_supervisor::{AppHandle, CallPath, Port, PortError, PortReply, RawMessage};
 use serde_json::value::RawValue;
 
 use super::session::{McpSession, request};
@@ -62,7 +62,11 @@ impl Link {
     pub(crate) fn open(&self, app: &AppHandle) -> Result<Channel, PortError> {
         match self {
             Self::Session(session) => Ok(Channel::Session(session.clone(), app.clone())),
-            Self::Request(request) => app.open_modern_port(request).map(Channel::Own),
+            Self::Request(request) => {
+                let port = app.open_modern_port(request)?;
+                port.set_call_path(CallPath::Mcp);
+                Ok(Channel::Own(port))
+            }
         }
     }
 

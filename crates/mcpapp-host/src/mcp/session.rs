@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use mcpapp_bridge::ToolRegistry;
 use mcpapp_manifest::Lifecycle;
 use mcpapp_supervisor::{
-    AppHandle, MessageKind, Port, PortError, PortReply, RawMessage, Supervisor, SupervisorEvent,
-    raw_string,
+    AppHandle, CallPath, MessageKind, Port, PortError, PortReply, RawMessage, Supervisor,
+    SupervisorEvent, raw_string,
 };
 use serde_json::value::RawValue;
 use tokio::sync::{broadcast, mpsc};
@@ -370,6 +370,7 @@ impl McpSession {
             return Ok(port.clone());
         }
         let (port, _answer) = app.open_port(&self.initialize).await?;
+        port.set_call_path(CallPath::Mcp);
         let port = Arc::new(port);
         lock(&self.ports).insert(app.id().to_owned(), port.clone());
         self.relay(app, &port);

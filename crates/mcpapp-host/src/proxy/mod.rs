@@ -134,7 +134,14 @@ fn running(app: &AppHandle, id: Option<&RawValue>) -> Result<(), Response> {
     }
 }
 
-/// `POST /apps/mcp/{appId}`.
+/// `POST /apps/mcp/{appId}`. Each POST is a trace of its own (`mcp_proxy_request`, not a
+/// child of the long-lived connection's span); the upstream leg is its child.
+#[tracing::instrument(
+    name = "mcp_proxy_request",
+    parent = None,
+    skip_all,
+    fields(app = %app.id(), method = tracing::field::Empty)
+)]
 pub(crate) async fn post(
     State(state): State<AppState>,
     ProxyApp(app): ProxyApp,
@@ -146,6 +153,9 @@ pub(crate) async fn post(
         Ok(message) => message,
         Err(response) => return response,
     };
+    if let Some(method) = message.method() {
+        tracing::Span::current().record("method", method.as_str());
+    }
     if message.kind() == MessageKind::Request && message.method().as_deref() == Some("initialize") {
         return initialize(&state, &app, &message).await;
     }

@@ -210,12 +210,17 @@ where
         }
         Err(_) => None,
     };
-    let rest = stream::unfold((stream, guard), |(mut stream, guard)| async move {
-        stream
-            .next()
-            .await
-            .map(|message| (message, (stream, guard)))
-    });
+    // The request's span lasts as long as its event stream.
+    let span = tracing::Span::current();
+    let rest = stream::unfold(
+        (stream, guard, span),
+        |(mut stream, guard, span)| async move {
+            stream
+                .next()
+                .await
+                .map(|message| (message, (stream, guard, span)))
+        },
+    );
     let events = stream::iter(first)
         .chain(rest)
         .map(|message| Ok::<_, Infallible>(Event::default().data(message.into_string())));

@@ -187,6 +187,15 @@ impl<S: Session> Sessions<S> {
         removed.is_some()
     }
 
+    /// The number of open sessions of each group that has any.
+    pub(crate) fn counts(&self) -> HashMap<String, usize> {
+        let mut counts = HashMap::new();
+        for session in self.lock().values() {
+            *counts.entry(session.group().to_owned()).or_insert(0) += 1;
+        }
+        counts
+    }
+
     /// The number of open sessions of `group`.
     pub(crate) fn count(&self, group: &str) -> usize {
         self.lock().values().filter(|s| s.group() == group).count()

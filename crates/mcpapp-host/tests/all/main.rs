@@ -11,8 +11,10 @@ mod connections;
 mod eras;
 mod faithful;
 mod mcp_server;
+mod metrics;
 mod proxy;
 mod security;
+mod traces;
 mod views;
 
 use std::sync::Arc;

@@ -8,6 +8,7 @@ mod connect;
 mod elicitor;
 mod http_link;
 mod isolation;
+mod metrics;
 mod ports;
 mod supervision;
 

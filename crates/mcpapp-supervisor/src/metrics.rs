@@ -1,0 +1,434 @@
+//! Counting the calls that cross an app's upstream session, in Prometheus series.
+//!
+//! The families live in a `prometheus_client` registry owned by whoever composes the gateway
+//! ([`SupervisorMetrics::register`]), never in a global, so two gateways in one process keep
+//! their series apart. The hub of each session (`session.rs`) is where a request and its
+//! answer, timeout or cancellation meet, for the gateway's own calls and every port's alike,
+//! so it is the one place that counts them.
+//!
+//! Label values are bounded: `app` is an app the supervisor knows; `tool` is a tool the app
+//! listed, or `other`; `path` and `outcome` are fixed sets. The handles of each (tool, path,
+//! outcome) are made the first time they are used and kept, so a call allocates no labels.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// The `tool` label of calls to a name the app does not list.
+pub const OTHER_TOOL: &str = "other";
+
+/// Buckets of the call duration histogram: 0.5 ms doubling to about 65 s (18 buckets), so
+/// both an in-memory answer and a call near a long request timeout land in a bucket.
+const DURATION_BUCKETS: (f64, f64, u16) = (0.0005, 2.0, 18);
+
+/// Which surface a `tools/call` came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum CallPath {
+    /// The gateway's own calls: the agent through the tool bridge ([`AppHandle::call_tool`]).
+    ///
+    /// [`AppHandle::call_tool`]: crate::AppHandle::call_tool
+    Agent,
+    /// A browser view's session of `/apps/mcp/{appId}` (what ports are opened as).
+    #[default]
+    Proxy,
+    /// An external MCP client of the gateway's aggregated `/mcp` endpoint.
+    Mcp,
+}
+
+impl CallPath {
+    const ALL: [CallPath; 3] = [Self::Agent, Self::Proxy, Self::Mcp];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Agent => "agent",
+            Self::Proxy => "proxy",
+            Self::Mcp => "mcp",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    pub(crate) fn to_u8(self) -> u8 {
+        self as u8
+    }
+
+    pub(crate) fn from_u8(value: u8) -> Self {
+        Self::ALL
+            .get(usize::from(value))
+            .copied()
+            .unwrap_or_default()
+    }
+}
+
+impl EncodeLabelValue for CallPath {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.as_str(), encoder)
+    }
+}
+
+/// How a `tools/call` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Outcome {
+    /// A result without `isError`.
+    Ok,
+    /// A result with `isError: true` (the tool ran and reported a failure).
+    Error,
+    /// A JSON-RPC error, or the connection was lost.
+    Failed,
+    /// The request timeout ran out; the request was cancelled upstream.
+    Timeout,
+    /// The caller stopped waiting (or its session closed); cancelled upstream.
+    Cancelled,
+}
+
+impl Outcome {
+    const COUNT: usize = 5;
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Error => "error",
+            Self::Failed => "failed",
+            Self::Timeout => "timeout",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl EncodeLabelValue for Outcome {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.as_str(), encoder)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct CallLabels {
+    app: Arc<str>,
+    tool: Arc<str>,
+    path: CallPath,
+    outcome: Outcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct DurationLabels {
+    app: Arc<str>,
+    tool: Arc<str>,
+    path: CallPath,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct AppLabels {
+    app: Arc<str>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct DurationHistogram;
+
+impl MetricConstructor<Histogram> for DurationHistogram {
+    fn new_metric(&self) -> Histogram {
+        let (start, factor, length) = DURATION_BUCKETS;
+        Histogram::new(exponential_buckets(start, factor, length))
+    }
+}
+
+#[derive(Debug)]
+struct Families {
+    calls: Family<CallLabels, Counter>,
+    durations: Family<DurationLabels, Histogram, DurationHistogram>,
+    timeouts: Family<AppLabels, Counter>,
+    cancellations: Family<AppLabels, Counter>,
+}
+
+/// The supervisor's series: tool calls by app, tool, path and outcome, their durations, and
+/// the requests that timed out or were cancelled upstream. Cheap to clone; every clone
+/// counts into the same series.
+#[derive(Debug, Clone)]
+pub struct SupervisorMetrics {
+    families: Arc<Families>,
+}
+
+impl Default for SupervisorMetrics {
+    /// Series that count but belong to no registry (nobody scrapes them).
+    fn default() -> Self {
+        Self {
+            families: Arc::new(Families {
+                calls: Family::default(),
+                durations: Family::new_with_constructor(DurationHistogram),
+                timeouts: Family::default(),
+                cancellations: Family::default(),
+            }),
+        }
+    }
+}
+
+impl SupervisorMetrics {
+    /// Creates the series and registers them in `registry`:
+    /// `mcpapp_tool_calls_total{app,tool,path,outcome}`,
+    /// `mcpapp_tool_call_duration_seconds{app,tool,path}`,
+    /// `mcpapp_upstream_timeouts_total{app}` and `mcpapp_upstream_cancellations_total{app}`.
+    /// Hand the result to [`SupervisorBuilder::metrics`](crate::SupervisorBuilder::metrics).
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = Self::default();
+        let families = &metrics.families;
+        registry.register(
+            "mcpapp_tool_calls",
+            "tools/call requests sent to apps, by app, tool (one the app lists, else \"other\"), path (agent, proxy, mcp) and outcome (ok, error, failed, timeout, cancelled)",
+            families.calls.clone(),
+        );
+        registry.register(
+            "mcpapp_tool_call_duration_seconds",
+            "Time from a tools/call reaching an app's session to its answer, timeout or cancellation",
+            families.durations.clone(),
+        );
+        registry.register(
+            "mcpapp_upstream_timeouts",
+            "Requests to an app that ran out of the request timeout and were cancelled upstream",
+            families.timeouts.clone(),
+        );
+        registry.register(
+            "mcpapp_upstream_cancellations",
+            "Requests to an app cancelled upstream because their caller stopped waiting or its session closed (timeouts not included)",
+            families.cancellations.clone(),
+        );
+        metrics
+    }
+
+    /// The meters of one app.
+    pub(crate) fn app(&self, app_id: &str) -> Arc<AppMeters> {
+        let app: Arc<str> = Arc::from(app_id);
+        let labels = AppLabels { app: app.clone() };
+        let timeouts = self.families.timeouts.get_or_create_owned(&labels);
+        let cancellations = self.families.cancellations.get_or_create_owned(&labels);
+        Arc::new(AppMeters {
+            other: Arc::new(ToolMeters::new(
+                self.families.clone(),
+                app.clone(),
+                Arc::from(OTHER_TOOL),
+            )),
+            families: self.families.clone(),
+            app,
+            tools: RwLock::new(HashMap::new()),
+            timeouts,
+            cancellations,
+        })
+    }
+}
+
+/// The meters of one app, shared by its task (which tells it the tools listed) and the hub
+/// of every connection it makes.
+#[derive(Debug)]
+pub(crate) struct AppMeters {
+    families: Arc<Families>,
+    app: Arc<str>,
+    tools: RwLock<HashMap<Arc<str>, Arc<ToolMeters>>>,
+    other: Arc<ToolMeters>,
+    timeouts: Counter,
+    cancellations: Counter,
+}
+
+impl AppMeters {
+    /// The tools the app lists now; calls to any other name count as [`OTHER_TOOL`].
+    pub(crate) fn know_tools<'a>(&self, names: impl Iterator<Item = &'a str>) {
+        let mut tools = self.tools.write().unwrap_or_else(|p| p.into_inner());
+        let mut next = HashMap::with_capacity(tools.len());
+        for name in names {
+            let meters = match tools.remove(name) {
+                Some(meters) => meters,
+                None => Arc::new(ToolMeters::new(
+                    self.families.clone(),
+                    self.app.clone(),
+                    Arc::from(name),
+                )),
+            };
+            next.insert(meters.tool.clone(), meters);
+        }
+        *tools = next;
+    }
+
+    /// The meters of the tool `name`, or of [`OTHER_TOOL`] for a name the app does not list
+    /// (or no name).
+    pub(crate) fn tool(&self, name: Option<&str>) -> Arc<ToolMeters> {
+        let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
+        name.and_then(|name| tools.get(name))
+            .unwrap_or(&self.other)
+            .clone()
+    }
+
+    pub(crate) fn timed_out(&self) {
+        self.timeouts.inc();
+    }
+
+    pub(crate) fn cancelled(&self, count: u64) {
+        if count > 0 {
+            self.cancellations.inc_by(count);
+        }
+    }
+}
+
+/// The handles of one tool, made on first use.
+#[derive(Debug)]
+pub(crate) struct ToolMeters {
+    families: Arc<Families>,
+    app: Arc<str>,
+    tool: Arc<str>,
+    calls: [[OnceLock<Counter>; Outcome::COUNT]; 3],
+    durations: [OnceLock<Histogram>; 3],
+}
+
+impl ToolMeters {
+    fn new(families: Arc<Families>, app: Arc<str>, tool: Arc<str>) -> Self {
+        Self {
+            families,
+            app,
+            tool,
+            calls: Default::default(),
+            durations: Default::default(),
+        }
+    }
+
+    /// Counts one finished call.
+    pub(crate) fn finish(&self, path: CallPath, outcome: Outcome, elapsed: Duration) {
+        self.calls[path.index()][outcome.index()]
+            .get_or_init(|| {
+                self.families.calls.get_or_create_owned(&CallLabels {
+                    app: self.app.clone(),
+                    tool: self.tool.clone(),
+                    path,
+                    outcome,
+                })
+            })
+            .inc();
+        self.durations[path.index()]
+            .get_or_init(|| {
+                self.families
+                    .durations
+                    .get_or_create_owned(&DurationLabels {
+                        app: self.app.clone(),
+                        tool: self.tool.clone(),
+                        path,
+                    })
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+}
+
+/// A port's path, settable after it was opened.
+#[derive(Debug, Default)]
+pub(crate) struct PathCell(AtomicU8);
+
+impl PathCell {
+    pub(crate) fn new(path: CallPath) -> Self {
+        Self(AtomicU8::new(path.to_u8()))
+    }
+
+    pub(crate) fn get(&self) -> CallPath {
+        CallPath::from_u8(self.0.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn set(&self, path: CallPath) {
+        self.0.store(path.to_u8(), Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(registry: &Registry) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+        text
+    }
+
+    #[test]
+    fn unknown_tools_count_as_other_and_known_ones_by_name() {
+        let mut registry = Registry::default();
+        let metrics = SupervisorMetrics::register(&mut registry);
+        let app = metrics.app("fx");
+        app.know_tools(["echo", "slow"].into_iter());
+        app.tool(Some("echo"))
+            .finish(CallPath::Agent, Outcome::Ok, Duration::from_millis(2));
+        app.tool(Some("no_such_tool")).finish(
+            CallPath::Proxy,
+            Outcome::Failed,
+            Duration::from_millis(1),
+        );
+        app.tool(None)
+            .finish(CallPath::Mcp, Outcome::Timeout, Duration::from_secs(1));
+        let text = render(&registry);
+        assert!(
+            text.contains(
+                r#"mcpapp_tool_calls_total{app="fx",tool="echo",path="agent",outcome="ok"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"mcpapp_tool_calls_total{app="fx",tool="other",path="proxy",outcome="failed"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"mcpapp_tool_calls_total{app="fx",tool="other",path="mcp",outcome="timeout"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("no_such_tool"), "{text}");
+        // Only what was used has series.
+        assert!(!text.contains(r#"tool="slow""#), "{text}");
+    }
+
+    #[test]
+    fn a_tool_that_is_listed_again_keeps_counting_into_its_series() {
+        let mut registry = Registry::default();
+        let metrics = SupervisorMetrics::register(&mut registry);
+        let app = metrics.app("fx");
+        app.know_tools(["echo"].into_iter());
+        app.tool(Some("echo"))
+            .finish(CallPath::Proxy, Outcome::Ok, Duration::ZERO);
+        app.know_tools(["other_tool", "echo"].into_iter());
+        app.tool(Some("echo"))
+            .finish(CallPath::Proxy, Outcome::Ok, Duration::ZERO);
+        app.know_tools(std::iter::empty());
+        app.tool(Some("echo"))
+            .finish(CallPath::Proxy, Outcome::Ok, Duration::ZERO);
+        let text = render(&registry);
+        assert!(
+            text.contains(
+                r#"mcpapp_tool_calls_total{app="fx",tool="echo",path="proxy",outcome="ok"} 2"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"mcpapp_tool_calls_total{app="fx",tool="other",path="proxy",outcome="ok"} 1"#
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn paths_survive_the_round_trip_through_the_cell() {
+        for path in CallPath::ALL {
+            let cell = PathCell::new(CallPath::Proxy);
+            cell.set(path);
+            assert_eq!(cell.get(), path);
+        }
+    }
+}
