@@ -5,12 +5,12 @@
 "use strict";
 
 import { ApiError, api } from "./api.js";
-import { appDetail, findRegistered, rebuildToolIndex } from "./catalog.js";
+import { appDetail, rebuildToolIndex } from "./catalog.js";
 import { $, el, pretty } from "./dom.js";
 import { showTokenForm, toast } from "./notices.js";
 import { state } from "./state.js";
 import { toolEntry } from "./transcript.js";
-import { addAppEvent } from "./ui-events.js";
+import { reportToolCall } from "./ui-events.js";
 import { textOf } from "./view-bridge.js";
 import { clientFor, openView } from "./views.js";
 
@@ -341,7 +341,7 @@ async function runTool(target, args) {
   if (tool.uiResourceUri) {
     entry.view = openView(entry.slot, { appId, appName, tool, toolCallId: id, input: args });
   }
-  const reply = await client.request("tools/call", { name: tool.name, arguments: args }, { id });
+  const reply = await client.request("tools/call", { name: tool.name, arguments: args }, { id, context: "run" });
   if (reply.error) {
     entry.finish("Refused: " + reply.error.message, true);
     if (entry.view) {
@@ -354,11 +354,7 @@ async function runTool(target, args) {
   if (entry.view) {
     entry.view.setToolResult(result);
   }
-  addAppEvent({
-    tool: findRegistered(appId, tool.name) || appId + "/" + tool.name,
-    args,
-    resultText: textOf(result.content).slice(0, 2000),
-  });
+  reportToolCall(appId, tool.name, args, textOf(result.content), Boolean(result.isError));
 }
 
 /** The panel's own controls. */

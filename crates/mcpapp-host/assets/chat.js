@@ -1,12 +1,15 @@
 // mcpapp host page: the chat. Messages (typed, or sent by views with ui/message) queue behind a
 // running turn; each turn POSTs /apps/chat with the pending UI events and model context and
-// renders its event stream: text, tool calls (opening the view of a tool with a UI) and their
-// results, errors. A new conversation tears every view down and starts a new session.
+// renders its event stream: text, tool calls (opening the view of a tool with a UI, which gets
+// the app's whole result) and their results, elicitations of the agent's calls (answered on
+// POST /apps/chat/elicitation/{id}), errors. A new conversation tears every view down and
+// starts a new session.
 "use strict";
 
-import { authHeaders, readEventStream } from "./api.js";
+import { ApiError, api, authHeaders, readEventStream } from "./api.js";
 import { rebuildToolIndex } from "./catalog.js";
 import { $, randomId } from "./dom.js";
+import { openElicitation } from "./elicitation.js";
 import { showTokenForm } from "./notices.js";
 import { state, record } from "./state.js";
 import {
@@ -23,6 +26,7 @@ import {
   renderComposerNotes,
   restoreAppEvents,
   takeAppEvents,
+  wireShape,
 } from "./ui-events.js";
 import { closeAllViews, closeClients, openView, setViewMessageSink } from "./views.js";
 
@@ -55,6 +59,7 @@ async function chatTurn(message, options) {
   const modelContext = modelContextText();
   renderComposerNotes();
   const calls = new Map();
+  const asks = new Map();
   let assistant = null;
   let sawText = false;
   const abort = new AbortController();
@@ -62,7 +67,7 @@ async function chatTurn(message, options) {
   try {
     const body = { message, sessionId: state.sessionId };
     if (appEvents.length) {
-      body.appEvents = appEvents;
+      body.appEvents = wireShape(appEvents);
     }
     if (modelContext) {
       body.modelContext = modelContext;
@@ -125,11 +130,29 @@ async function chatTurn(message, options) {
           }
           entry.finish(event.text, event.isError);
           if (entry.view) {
-            const result = { content: [{ type: "text", text: event.text }], isError: Boolean(event.isError) };
-            if (event.structuredContent !== undefined) {
-              result.structuredContent = event.structuredContent;
-            }
-            entry.view.setToolResult(result);
+            entry.view.setToolResult(viewResult(event));
+          }
+          break;
+        }
+        case "elicitation": {
+          const app = state.apps.find((a) => a.id === event.appId);
+          asks.set(
+            event.id,
+            openElicitation({
+              id: event.id,
+              appId: event.appId,
+              appName: app && app.name,
+              origin: "during the agent's call",
+              params: event.params || {},
+              submit: (answer) => answerAgentElicitation(event.id, answer),
+            }),
+          );
+          break;
+        }
+        case "elicitation_closed": {
+          const card = asks.get(event.id);
+          if (card) {
+            card.close("The app stopped waiting: " + (event.reason || "no reason given") + ".");
           }
           break;
         }
@@ -151,6 +174,10 @@ async function chatTurn(message, options) {
     }
   } finally {
     state.chatAbort = null;
+    // An elicitation lives only as long as the turn that caused it.
+    for (const card of asks.values()) {
+      card.close("The turn ended.");
+    }
     for (const entry of calls.values()) {
       if (!entry.done) {
         entry.finish("The turn ended before this tool call finished.", true);
@@ -162,6 +189,36 @@ async function chatTurn(message, options) {
     setBusy(false);
     renderComposerNotes();
   }
+}
+
+/** Sends the page's answer to an elicitation of the agent's call. */
+async function answerAgentElicitation(id, answer) {
+  try {
+    await api("POST", "/apps/chat/elicitation/" + encodeURIComponent(id), answer);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) {
+      const gone = new Error("The app no longer waits for this answer.");
+      gone.final = true;
+      throw gone;
+    }
+    throw err;
+  }
+}
+
+/**
+ * What a chat-opened view receives: the app's CallToolResult as it sent it, which the gateway
+ * passes on for tools with a UI. Only when there is none (the call failed before the app
+ * answered) is one made from the event's text.
+ */
+function viewResult(event) {
+  if (event.callToolResult && typeof event.callToolResult === "object") {
+    return event.callToolResult;
+  }
+  const result = { content: [{ type: "text", text: event.text }], isError: Boolean(event.isError) };
+  if (event.structuredContent !== undefined) {
+    result.structuredContent = event.structuredContent;
+  }
+  return result;
 }
 
 async function attachChatView(entry, event) {

@@ -1,7 +1,8 @@
 // mcpapp host page: the entry module. It wires the parts together and starts them: the apps
 // panel (apps-panel.js), the chat (chat.js), app views (views.js, with the view protocol in
-// view-bridge.js), what the next turn carries (ui-events.js), the theme (theme.js) and the
-// token (api.js, notices.js); then it polls the apps and exposes a read-only debug hook.
+// view-bridge.js), what the next turn carries (ui-events.js), elicitation forms
+// (elicitation.js), the theme (theme.js) and the token (api.js, notices.js); then it polls the
+// apps and exposes a read-only debug hook.
 "use strict";
 
 import { captureToken, setToken } from "./api.js";
@@ -11,6 +12,7 @@ import { $ } from "./dom.js";
 import { showTokenForm } from "./notices.js";
 import { POLL_MS, state } from "./state.js";
 import { applyTheme, initialTheme, wireTheme } from "./theme.js";
+import { wirePending, wireShape } from "./ui-events.js";
 import { closeClients, leaveFullscreen, routeMessage } from "./views.js";
 
 function wire() {
@@ -33,6 +35,7 @@ function wire() {
   wireTheme();
   wireAppsPanel();
   wireChat();
+  wirePending();
 }
 
 function poll() {
@@ -63,5 +66,6 @@ Object.defineProperty(window, "mcpappHost", {
     views: () => state.closedViews.concat(Array.from(state.views, (v) => v.describe())),
     log: () => state.log.slice(),
     toolIndex: () => Array.from(state.toolIndex.keys()),
+    pendingEvents: () => wireShape(state.appEvents),
   }),
 });

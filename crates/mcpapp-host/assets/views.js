@@ -4,12 +4,12 @@
 "use strict";
 
 import { api } from "./api.js";
-import { findRegistered } from "./catalog.js";
+import { askForView } from "./elicitation.js";
 import { McpProxyClient } from "./mcp-client.js";
 import { HOST_INFO, MAX_QUEUED_MESSAGES, state, record } from "./state.js";
 import { STYLE_VARIABLES } from "./theme.js";
-import { addAppEvent, setModelContext } from "./ui-events.js";
-import { ViewBridge, htmlFromRead } from "./view-bridge.js";
+import { reportToolCall, setModelContext } from "./ui-events.js";
+import { RpcError, ViewBridge, htmlFromRead } from "./view-bridge.js";
 
 /** Who takes a view's ui/message: the chat sets it (views cannot import the chat). */
 let messageSink = () => ({ accepted: false, reason: "the chat is not ready" });
@@ -24,9 +24,28 @@ export function clientFor(appId) {
   let client = state.clients.get(appId);
   if (!client) {
     client = new McpProxyClient(appId, state.sessionId, { name: "mcpapp-host-page", version: HOST_INFO.version });
+    client.onServerRequest = (request, options) => serverRequest(appId, request, options);
     state.clients.set(appId, client);
   }
   return client;
+}
+
+/**
+ * What the app asks on the page's session during a call the page made: `context` is the
+ * view whose call it was, or "run" for the run action.
+ */
+async function serverRequest(appId, request, { signal, context }) {
+  if (request.method !== "elicitation/create") {
+    throw new RpcError(-32601, "the host page does not handle " + request.method);
+  }
+  const app = state.apps.find((a) => a.id === appId);
+  return askForView({
+    appId,
+    appName: (context && context.appName) || (app && app.name) || appId,
+    origin: context === "run" ? "during the tool you ran" : "from its view",
+    params: request.params || {},
+    signal,
+  });
 }
 
 /** Ends every app session (a new conversation, or the page going away). */
@@ -50,8 +69,7 @@ const viewHost = {
     }
   },
   appEvent(view, event) {
-    const entry = state.toolIndex.size ? findRegistered(view.appId, event.tool) : null;
-    addAppEvent({ tool: entry || view.appId + "/" + event.tool, args: event.args, resultText: event.resultText });
+    reportToolCall(view.appId, event.tool, event.args, event.resultText, event.isError);
   },
   message(view, text) {
     if (state.queue.length >= MAX_QUEUED_MESSAGES) {

@@ -40,7 +40,7 @@ macro_rules! script {
 /// The page's scripts and styles, served under `/assets/`. The scripts are hand-written ES
 /// modules: nothing is built, so the Rust build never needs Node. `host.js` is the entry; the
 /// others are its modules (`docs/architecture.md` says what each holds).
-const ASSETS: [(&str, &str, &str); 15] = [
+const ASSETS: [(&str, &str, &str); 16] = [
     script!("host.js"),
     script!("state.js"),
     script!("dom.js"),
@@ -52,6 +52,7 @@ const ASSETS: [(&str, &str, &str); 15] = [
     script!("views.js"),
     script!("ui-events.js"),
     script!("chat.js"),
+    script!("elicitation.js"),
     script!("api.js"),
     script!("mcp-client.js"),
     script!("view-bridge.js"),

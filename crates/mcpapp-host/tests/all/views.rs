@@ -34,6 +34,7 @@ async fn the_page_and_its_assets_are_served_without_a_token() {
         ("/assets/views.js", "text/javascript"),
         ("/assets/ui-events.js", "text/javascript"),
         ("/assets/chat.js", "text/javascript"),
+        ("/assets/elicitation.js", "text/javascript"),
         ("/assets/api.js", "text/javascript"),
         ("/assets/mcp-client.js", "text/javascript"),
         ("/assets/view-bridge.js", "text/javascript"),
@@ -115,8 +116,8 @@ async fn the_page_frames_only_the_sandbox_and_cannot_be_framed() {
         }
         seen.push(file);
     }
-    // The entry and its thirteen modules.
-    assert_eq!(seen.len(), 14, "{seen:?}");
+    // The entry and its fourteen modules.
+    assert_eq!(seen.len(), 15, "{seen:?}");
     gateway.shutdown().await;
 }
 
