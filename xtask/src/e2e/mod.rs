@@ -49,6 +49,8 @@ pub(super) struct Ctx {
     declared: Probe,
     undeclared: Probe,
     out: PathBuf,
+    /// The fixture-app binary, for a direct client to compare with.
+    fixture: PathBuf,
 }
 
 pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
@@ -109,6 +111,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         declared,
         undeclared,
         out: out.clone(),
+        fixture: target.join("debug/fixture-app"),
     };
 
     println!("\n==> starting chromedriver and headless Chromium");

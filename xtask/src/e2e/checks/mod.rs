@@ -1,7 +1,9 @@
 //! The checks of `cargo xtask e2e`, in the order they run: the grocery dashboard from the
-//! chat (`dashboard.rs`), then a clean browser console.
+//! chat (`dashboard.rs`), the fixture app's whole results, UI events and elicitations
+//! (`fixture.rs`), then a clean browser console.
 
 mod dashboard;
+mod fixture;
 
 use anyhow::{Context, ensure};
 use fantoccini::Client;
@@ -37,6 +39,11 @@ pub(super) async fn run_all(client: &Client, ctx: &Ctx, checks: &mut Checks) -> 
     dashboard::theme(client, ctx, &id, checks).await?;
     dashboard::run_action(client, checks).await?;
     dashboard::teardown(client, &id, checks).await?;
+    let media = fixture::full_result(ctx, client, checks).await?;
+    fixture::ui_events(client, &media, checks).await?;
+    fixture::forms(ctx, client, checks).await?;
+    fixture::elicit_from_view(client, &media, checks).await?;
+    fixture::elicit_from_agent(client, checks).await?;
     console_is_clean(client, ctx, checks).await
 }
 
