@@ -150,6 +150,11 @@ pub enum AgentEvent {
         /// the view renders (it is kept out of the model's text).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         structured_content: Option<Value>,
+        /// For a tool with a UI: the app's whole `CallToolResult` as it sent it (every
+        /// content block, `_meta`, `structuredContent`, `isError`), for the host to hand to
+        /// the tool's view unchanged. The model never sees it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_tool_result: Option<Value>,
     },
     /// The turn failed.
     Error {
@@ -620,6 +625,7 @@ async fn call_tool(
             text: output.text.clone(),
             is_error: output.is_error,
             structured_content: output.structured.clone(),
+            call_tool_result: output.raw.clone(),
         })
         .await;
     Ok(output)

@@ -15,8 +15,9 @@ pub(crate) const NO_MESSAGE_LINE: &str = "The user sent no message. Decide the n
 briefly, call tools when you are ready, and do not repeat what the UI already shows.";
 
 /// A tool call the user made directly in an app's UI, reported by the browser with the next
-/// chat message (`{"tool": .., "args": .., "resultText": ..}`). Values of the wrong type count
-/// as absent.
+/// chat message (`{"tool": .., "args": .., "resultText": .., "count": ..}`). Values of the
+/// wrong type count as absent. Identical repeats (same tool, arguments and outcome, as a view
+/// that polls makes) arrive as one event with their `count`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AppEvent {
@@ -29,6 +30,9 @@ pub struct AppEvent {
     /// The text of its result.
     #[serde(default, deserialize_with = "string_or_none")]
     pub result_text: Option<String>,
+    /// How many times this same call, with this same outcome, was made (absent: once).
+    #[serde(default, deserialize_with = "count_or_none")]
+    pub count: Option<u64>,
 }
 
 /// Why a turn has no prompt.
@@ -44,7 +48,8 @@ pub enum PromptError {
 ///
 /// With UI events, the prompt starts with a header line beginning with [`UI_EVENTS_MARKER`],
 /// then one line per event, `- Tool {tool}({args}) → {resultText}` (a missing tool is `?`,
-/// missing args are `{}`, args are compact JSON, a missing result is empty). If the message is
+/// missing args are `{}`, args are compact JSON, a missing result is empty), followed by
+/// ` ({count} times)` when the event stands for more than one identical call. If the message is
 /// blank, a line asks the agent to decide the next step briefly, call tools when ready and not
 /// repeat what the UI shows. A non-blank message follows after an empty line.
 ///
@@ -66,6 +71,9 @@ pub fn build_prompt(message: Option<&str>, app_events: &[AppEvent]) -> Result<St
             .map_or_else(|| "{}".to_owned(), serde_json::Value::to_string);
         let result = event.result_text.as_deref().unwrap_or("");
         prompt.push_str(&format!("\n- Tool {tool}({args}) → {result}"));
+        if let Some(count) = event.count.filter(|n| *n > 1) {
+            prompt.push_str(&format!(" ({count} times)"));
+        }
     }
     match message {
         Some(message) => {
@@ -96,6 +104,12 @@ pub(crate) fn user_message(prompt: &str) -> Option<&str> {
         .filter(|m| !m.trim().is_empty())
 }
 
+/// Reads a positive integer, treating anything else as absent.
+fn count_or_none<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(value.as_u64().filter(|n| *n >= 1))
+}
+
 /// Reads a string, treating any other JSON type as absent.
 fn string_or_none<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
     let value = serde_json::Value::deserialize(deserializer)?;
@@ -115,6 +129,7 @@ mod tests {
             tool: Some("t".into()),
             args: None,
             result_text: Some("line one\nline two".into()),
+            count: None,
         }];
         let with = build_prompt(Some("/tools"), &events).unwrap();
         assert_eq!(user_message(&with), Some("/tools"));

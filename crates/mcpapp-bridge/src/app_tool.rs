@@ -35,7 +35,8 @@ const PIECE_SEPARATOR: &str = "\n\n";
 ///   block already holds the same JSON. Pieces are joined with a blank line. A result with
 ///   `isError: true` and every failure to call become texts starting with `Error: `, with
 ///   [`ToolOutput::is_error`] set. [`ToolOutput::structured`] always carries the structured
-///   content.
+///   content, and for a tool with a UI [`ToolOutput::raw`] carries the whole `CallToolResult`
+///   (for its view, never for the model).
 #[derive(Clone)]
 pub struct McpAppTool {
     inner: Arc<Inner>,
@@ -154,7 +155,15 @@ impl Inner {
             result = call => result,
         };
         match result {
-            Ok(result) => convert_result(&result, self.ui_resource_uri.is_some(), &self.name),
+            Ok(result) => {
+                let has_ui = self.ui_resource_uri.is_some();
+                let output = convert_result(&result, has_ui, &self.name);
+                // A view gets the app's result as it is; the model only the text above.
+                match serde_json::to_value(&result) {
+                    Ok(raw) if has_ui => output.with_raw(raw),
+                    _ => output,
+                }
+            }
             Err(error) => {
                 tracing::debug!(%error, "the call failed");
                 ToolOutput::error(self.failure(&error))

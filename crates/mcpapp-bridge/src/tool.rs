@@ -91,6 +91,11 @@ pub struct ToolOutput {
     /// Structured content for consumers that can use it (an app's UI, the aggregated MCP
     /// endpoint). Models read `text` only.
     pub structured: Option<serde_json::Value>,
+    /// The whole result as the tool's source returned it, for consumers that show it rather
+    /// than read it: an MCP App tool with a UI sets it to the app's `CallToolResult` (every
+    /// content block, `_meta`, `structuredContent`, `isError`), which its view receives as it
+    /// is. Models never see it; `None` for other tools.
+    pub raw: Option<serde_json::Value>,
 }
 
 impl ToolOutput {
@@ -100,6 +105,7 @@ impl ToolOutput {
             text: text.into(),
             is_error: false,
             structured: None,
+            raw: None,
         }
     }
 
@@ -115,6 +121,7 @@ impl ToolOutput {
             text,
             is_error: true,
             structured: None,
+            raw: None,
         }
     }
 
@@ -122,6 +129,13 @@ impl ToolOutput {
     #[must_use]
     pub fn with_structured(mut self, structured: serde_json::Value) -> Self {
         self.structured = Some(structured);
+        self
+    }
+
+    /// Adds the whole result as the source returned it (see [`ToolOutput::raw`]).
+    #[must_use]
+    pub fn with_raw(mut self, raw: serde_json::Value) -> Self {
+        self.raw = Some(raw);
         self
     }
 }

@@ -2,7 +2,9 @@
 // /apps/mcp/{appId}?sessionId=<chat session>. The page sends app views' tools/call and
 // resources/read through it, so they share the app's upstream session with the agent and are
 // attributed to the chat session. JSON-RPC errors are returned, not thrown, so they can be
-// relayed to a view as they are.
+// relayed to a view as they are. The session declares form and URL elicitation: a server
+// request that arrives on a request's event stream (an app asking the user during a view's
+// call) goes to `onServerRequest`, and its answer is POSTed back on the same session.
 "use strict";
 
 import { authHeaders, readEventStream, reportUnauthorized } from "./api.js";
@@ -32,6 +34,11 @@ export class McpProxyClient {
     this.starting = null;
     this.nextId = 1;
     this.closed = false;
+    /**
+     * Answers a server request: `(message, {signal, context}) => Promise<result>`; a rejection
+     * with `{code, message}` becomes a JSON-RPC error. Without one, only ping is answered.
+     */
+    this.onServerRequest = null;
   }
 
   /** A fresh request id (callers that need the id up front, e.g. for toolInfo, take one). */
@@ -60,13 +67,34 @@ export class McpProxyClient {
       if (params !== undefined) {
         message.params = params;
       }
-      const reply = await this.post(message, opts.signal);
+      const reply = await this.post(message, opts.signal, false, opts);
       if (reply.sessionGone && attempt === 0) {
         this.session = null;
         continue;
       }
       return reply.message || localError("the gateway sent no answer");
     }
+  }
+
+  /** Answers a request the server sent on a response stream, on this session. */
+  async answerServerRequest(request, options) {
+    let answer;
+    try {
+      if (request.method === "ping") {
+        answer = { result: {} };
+      } else if (this.onServerRequest) {
+        answer = { result: await this.onServerRequest(request, options) };
+      } else {
+        answer = { error: { code: -32601, message: "the host page does not handle " + request.method } };
+      }
+    } catch (err) {
+      const code = err && Number.isInteger(err.code) ? err.code : -32603;
+      answer = { error: { code, message: (err && err.message) || String(err) } };
+    }
+    if (this.closed || !this.session) {
+      return;
+    }
+    await this.post(Object.assign({ jsonrpc: "2.0", id: request.id }, answer));
   }
 
   /** Ends the MCP session (best effort). */
@@ -104,6 +132,7 @@ export class McpProxyClient {
         params: {
           protocolVersion: MCP_PROTOCOL_VERSION,
           capabilities: {
+            elicitation: { form: {}, url: {} },
             extensions: {
               "io.modelcontextprotocol/ui": { mimeTypes: ["text/html;profile=mcp-app"] },
             },
@@ -127,7 +156,7 @@ export class McpProxyClient {
    * POSTs one message. Returns `{message, session}` (message null for 202), or
    * `{sessionGone: true}` when the gateway no longer knows the session.
    */
-  async post(message, signal, initializing) {
+  async post(message, signal, initializing, opts) {
     const headers = authHeaders({ "Content-Type": "application/json", Accept: ACCEPT });
     if (!initializing && this.session) {
       headers["Mcp-Session-Id"] = this.session;
@@ -163,9 +192,13 @@ export class McpProxyClient {
           } catch (_) {
             continue;
           }
-          // Progress and other notifications may come first; the answer ends the stream.
+          // Progress, notifications and the server's own requests may come first; the answer
+          // ends the stream.
           if (event && event.id === message.id && ("result" in event || "error" in event)) {
             return { message: event };
+          }
+          if (event && typeof event.method === "string" && "id" in event) {
+            this.answerServerRequest(event, { signal, context: opts && opts.context });
           }
         }
       } catch (err) {

@@ -542,7 +542,8 @@ export class ViewBridge {
     if (typeof params.name !== "string" || !params.name) {
       throw new RpcError(-32602, "tools/call needs the name of a tool");
     }
-    const reply = await this.client.request("tools/call", params, { signal: this.abort.signal });
+    // The view is the context of what the app may ask during the call (an elicitation).
+    const reply = await this.client.request("tools/call", params, { signal: this.abort.signal, context: this });
     if (reply.error) {
       this.log("warn", "tools/call " + params.name + " failed: " + reply.error.message);
     } else if (reply.result) {
@@ -550,6 +551,7 @@ export class ViewBridge {
         tool: params.name,
         args: isObject(params.arguments) ? params.arguments : {},
         resultText: textOf(reply.result.content).slice(0, MAX_EVENT_TEXT),
+        isError: reply.result.isError === true,
       });
     }
     return reply;

@@ -1,9 +1,11 @@
 //! `POST /apps/chat`: a chat turn streamed as server-sent events.
 //!
-//! The body is `{message, sessionId?, appEvents?}`; the response is `text/event-stream` with
-//! one `data: <json>` frame per agent event (`session`, `text`, `tool`, `tool_result`,
-//! `error`, `result`, `done`), keep-alive comments while idle, and the turn is cancelled when
-//! the client goes away.
+//! The body is `{message, sessionId?, appEvents?, modelContext?}`; the response is
+//! `text/event-stream` with one `data: <json>` frame per agent event (`session`, `text`,
+//! `tool`, `tool_result`, `error`, `result`, `done`), keep-alive comments while idle, and the
+//! turn is cancelled when the client goes away. Elicitations of the turn's calls come on the
+//! same stream, between those events: `elicitation` (answered with
+//! `POST /apps/chat/elicitation/{id}`) and `elicitation_closed` (see `elicitation/`).
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -13,11 +15,13 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
+use futures::{StreamExt, stream};
 use mcpapp_agent::TurnRequest;
 use serde_json::json;
+use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_util::sync::CancellationToken;
 
+use crate::elicitation::Timeouts;
 use crate::state::AppState;
 
 /// Interval of keep-alive comments on an idle stream.
@@ -46,19 +50,44 @@ pub(crate) async fn chat(State(state): State<AppState>, body: Bytes) -> Response
     // When the client disconnects, axum drops this stream, the guard with it, and the turn is
     // cancelled.
     let guard = cancel.clone().drop_guard();
-    let events = state
+    let turn = state.parts.agent.run_turn(request, cancel);
+    // While the turn streams, elicitations of its calls are asked on this stream; the
+    // attachment ends with it (a sentinel after the turn's last event ends the merge).
+    let (attachment, asks) = state
         .parts
-        .agent
-        .run_turn(request, cancel)
-        .map(move |event| {
-            let _keep = &guard;
-            let data = serde_json::to_string(&event).unwrap_or_else(|e| {
+        .elicitations
+        .attach(turn.session_id(), timeouts(&state));
+    let agent_events = turn
+        .map(|event| {
+            Some(serde_json::to_string(&event).unwrap_or_else(|e| {
                 json!({ "type": "error", "error": format!("unserialisable event: {e}") })
                     .to_string()
-            });
+            }))
+        })
+        .chain(stream::once(async { None }));
+    let elicitations = UnboundedReceiverStream::new(asks).map(|event| Some(event.to_string()));
+    let events = stream::select(agent_events, elicitations)
+        .take_while(|data| std::future::ready(data.is_some()))
+        .filter_map(std::future::ready)
+        .map(move |data| {
+            let _keep = (&guard, &attachment);
             Ok::<_, Infallible>(Event::default().data(data))
         });
     Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
         .into_response()
+}
+
+/// How long each app's elicitations may wait for this stream's page.
+fn timeouts(state: &AppState) -> Timeouts {
+    Timeouts {
+        per_app: state
+            .parts
+            .supervisor
+            .list()
+            .iter()
+            .filter_map(|app| Some((app.id().to_owned(), app.spec()?.request_timeout)))
+            .collect(),
+        cap: state.config.elicitation_timeout,
+    }
 }

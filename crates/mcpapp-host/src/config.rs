@@ -133,12 +133,17 @@ pub struct HostConfig {
     pub proxy_session_idle: Duration,
     /// Whether `GET /metrics` is served.
     pub serve_metrics: bool,
+    /// The longest an elicitation of the agent's call waits for the chat page's answer
+    /// before it is declined; it never waits longer than the app's request timeout. `None`
+    /// (the default): the app's request timeout.
+    pub elicitation_timeout: Option<Duration>,
 }
 
 impl HostConfig {
     /// Defaults for a gateway listening on `local_addr`: no token, its own origins, 4 MiB
     /// bodies, app visibility enforced, the default [`ConnectionLimits`], 256 browser
-    /// sessions per app closed after 30 idle minutes, `GET /metrics` served.
+    /// sessions per app closed after 30 idle minutes, `GET /metrics` served, elicitations
+    /// waiting as long as the app's request timeout.
     pub fn new(local_addr: SocketAddr) -> Self {
         Self {
             local_addr,
@@ -152,6 +157,7 @@ impl HostConfig {
             max_proxy_sessions_per_app: DEFAULT_MAX_PROXY_SESSIONS_PER_APP,
             proxy_session_idle: DEFAULT_PROXY_SESSION_IDLE,
             serve_metrics: true,
+            elicitation_timeout: None,
         }
     }
 

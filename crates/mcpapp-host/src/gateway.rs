@@ -1,7 +1,8 @@
 //! The composition root: one place that assembles a whole gateway (the supervisor and its
 //! apps, the tool registry and the sync that fills it, the agent, the host's routers, both
-//! listeners) and takes it down again in the right order. The `serve` command and the
-//! integration tests both build their gateway here.
+//! listeners, the elicitation broker shared by the supervisor and the chat) and takes it down
+//! again in the right order. The `serve` command and the integration tests both build their
+//! gateway here.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use tokio::sync::watch;
 use tracing::info;
 
 use crate::config::{GatewaySettings, HostConfig};
+use crate::elicitation::ElicitationBroker;
 use crate::security::{ExposureError, check_exposure};
 use crate::state::HostParts;
 use crate::{Host, serve};
@@ -195,9 +197,12 @@ impl GatewayBuilder {
             .map_err(|e| StartError::Discovery(e.to_string()))?;
         // One registry per gateway: the supervisor's call series, then the host's own.
         let mut metrics = prometheus_client::registry::Registry::default();
+        // The agent's calls may make apps ask the user: the broker asks the chat page.
+        let elicitations = ElicitationBroker::new();
         let mut supervisor = Supervisor::builder()
             .config(self.discovery.config())
-            .metrics(SupervisorMetrics::register(&mut metrics));
+            .metrics(SupervisorMetrics::register(&mut metrics))
+            .elicitor(Arc::new(elicitations.clone()));
         if let Some(keeper) = self.keeper {
             supervisor = supervisor.keeper(keeper);
         }
@@ -228,7 +233,8 @@ impl GatewayBuilder {
         };
         let parts = HostParts::new(supervisor.clone(), registry.clone(), agent)
             .with_discovery(self.discovery)
-            .with_diagnostics(diagnostics);
+            .with_diagnostics(diagnostics)
+            .with_elicitations(elicitations);
         let limits = config.connections;
         let host = Host::with_metrics(parts, config, metrics);
         let (stop, stopped) = watch::channel(false);

@@ -8,7 +8,8 @@
 //! | `GET /apps` | every discovered app: lifecycle, errors, counts, restarts, UI, its `mcp` URL |
 //! | `GET /apps/{id}` | one app with its tools, resources, templates, prompts, the stderr tails of its current and previous run, and its open browser sessions |
 //! | `POST /apps/{id}/start`, `/stop`, `/restart`, `POST /apps/reload` | control |
-//! | `POST /apps/chat` | a chat turn as server-sent events |
+//! | `POST /apps/chat` | a chat turn as server-sent events (with the elicitations of its calls) |
+//! | `POST /apps/chat/elicitation/{id}` | the page's answer to an elicitation of the agent's call |
 //! | `/apps/mcp/{appId}` | Streamable HTTP MCP for app views, sharing the app's upstream session |
 //! | `/mcp` | one MCP server with every app's tools, resources, templates, prompts and completions, for external clients and MCP Apps hosts |
 //! | `GET /metrics` | the gateway's series in the Prometheus text format (`Gateway.Metrics`, on by default; see docs/operations.md) |
@@ -51,6 +52,7 @@ mod apps;
 mod chat;
 mod config;
 mod csp;
+mod elicitation;
 mod error;
 mod gateway;
 mod intake;
@@ -74,6 +76,7 @@ pub use config::{
     DEFAULT_PROXY_SESSION_IDLE, GatewaySettings, HostConfig,
 };
 pub use csp::{ViewPolicy, sanitize_origin, view_policy};
+pub use elicitation::ElicitationBroker;
 pub use gateway::{DEFAULT_BIND, DEFAULT_DRAIN, Gateway, GatewayBuilder, StartError};
 pub use security::{ExposureError, check_exposure};
 pub use serve::serve;
@@ -156,6 +159,7 @@ impl Host {
             .route("/apps", get(apps::list))
             .route("/apps/reload", post(apps::reload))
             .route("/apps/chat", post(chat::chat))
+            .route("/apps/chat/elicitation/{id}", post(elicitation::answer))
             .route("/apps/{id}", get(apps::detail))
             .route("/apps/{id}/views", post(views::prepare))
             .route("/apps/{id}/{action}", post(apps::control))

@@ -9,6 +9,7 @@ use mcpapp_supervisor::Supervisor;
 use serde_json::Value;
 
 use crate::config::HostConfig;
+use crate::elicitation::ElicitationBroker;
 use crate::proxy::ProxySessions;
 use crate::views::ViewStore;
 
@@ -29,6 +30,9 @@ pub struct HostParts {
     pub discovery: Option<Discovery>,
     /// Extra diagnostics for `GET /apps`.
     pub diagnostics: Option<DiagnosticsFn>,
+    /// Asks chat pages the elicitations of the agent's calls; it must also be the
+    /// supervisor's elicitor for any to arrive (the gateway wires both).
+    pub elicitations: ElicitationBroker,
 }
 
 impl std::fmt::Debug for HostParts {
@@ -46,6 +50,7 @@ impl HostParts {
             agent,
             discovery: None,
             diagnostics: None,
+            elicitations: ElicitationBroker::new(),
         }
     }
 
@@ -53,6 +58,14 @@ impl HostParts {
     #[must_use]
     pub fn with_discovery(mut self, discovery: Discovery) -> Self {
         self.discovery = Some(discovery);
+        self
+    }
+
+    /// Uses `broker` for the elicitations of the agent's calls: give the same broker to the
+    /// supervisor ([`SupervisorBuilder::elicitor`](mcpapp_supervisor::SupervisorBuilder::elicitor)).
+    #[must_use]
+    pub fn with_elicitations(mut self, broker: ElicitationBroker) -> Self {
+        self.elicitations = broker;
         self
     }
 

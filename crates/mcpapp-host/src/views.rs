@@ -25,21 +25,37 @@ const HOST_HTML: &str = include_str!("../assets/host.html");
 const SANDBOX_HTML: &str = include_str!("../assets/sandbox.html");
 
 const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
+
+/// An embedded script of the page, served as JavaScript.
+macro_rules! script {
+    ($name:literal) => {
+        (
+            $name,
+            JAVASCRIPT,
+            include_str!(concat!("../assets/", $name)),
+        )
+    };
+}
+
 /// The page's scripts and styles, served under `/assets/`. The scripts are hand-written ES
-/// modules: nothing is built, so the Rust build never needs Node.
-const ASSETS: [(&str, &str, &str); 5] = [
-    ("host.js", JAVASCRIPT, include_str!("../assets/host.js")),
-    ("api.js", JAVASCRIPT, include_str!("../assets/api.js")),
-    (
-        "mcp-client.js",
-        JAVASCRIPT,
-        include_str!("../assets/mcp-client.js"),
-    ),
-    (
-        "view-bridge.js",
-        JAVASCRIPT,
-        include_str!("../assets/view-bridge.js"),
-    ),
+/// modules: nothing is built, so the Rust build never needs Node. `host.js` is the entry; the
+/// others are its modules (`docs/architecture.md` says what each holds).
+const ASSETS: [(&str, &str, &str); 16] = [
+    script!("host.js"),
+    script!("state.js"),
+    script!("dom.js"),
+    script!("notices.js"),
+    script!("theme.js"),
+    script!("catalog.js"),
+    script!("apps-panel.js"),
+    script!("transcript.js"),
+    script!("views.js"),
+    script!("ui-events.js"),
+    script!("chat.js"),
+    script!("elicitation.js"),
+    script!("api.js"),
+    script!("mcp-client.js"),
+    script!("view-bridge.js"),
     (
         "host.css",
         "text/css; charset=utf-8",
@@ -261,4 +277,40 @@ pub(crate) async fn sandbox(
         headers.insert(header::CONTENT_SECURITY_POLICY, csp);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ASSETS;
+
+    /// Every `import … from "./X.js"` of a served script names a served script, and every
+    /// served script but the entry is imported by one: a module left out of `ASSETS` would
+    /// break the page only in a browser.
+    #[test]
+    fn the_served_modules_are_exactly_the_imported_ones() {
+        let served: Vec<&str> = ASSETS.iter().map(|(name, _, _)| *name).collect();
+        let mut imported = Vec::new();
+        for (name, _, body) in ASSETS.iter().filter(|(n, _, _)| n.ends_with(".js")) {
+            for line in body.lines() {
+                let Some(rest) = line.split(" from \"./").nth(1) else {
+                    continue;
+                };
+                let target = rest.split('"').next().unwrap();
+                assert!(
+                    served.contains(&target),
+                    "{name} imports {target}, which /assets/ does not serve"
+                );
+                imported.push(target);
+            }
+        }
+        for name in served
+            .iter()
+            .filter(|n| n.ends_with(".js") && **n != "host.js")
+        {
+            assert!(
+                imported.contains(name),
+                "{name} is served but nothing imports it"
+            );
+        }
+    }
 }

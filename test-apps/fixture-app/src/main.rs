@@ -164,13 +164,22 @@
 //!   ["model", "app"]}`): text `called:show_fixture_ui` and `{"ok": true, "name":
 //!   "show_fixture_ui"}`. `legacy_ui_tool`: only the flat `_meta["ui/resourceUri"] =
 //!   "ui://fixture/view.html"`, same kind of result.
+//! - `show_media` (`_meta.ui = {"resourceUri": "ui://fixture/view.html"}`, so visible to both):
+//!   a result with every kind of part a view must receive as it is, always the same: a text
+//!   block `media: a 2x2 PNG and a 2 ms WAV tone`; the `image` tool's PNG as an image block
+//!   (`image/png`) with block `_meta {"fixture/alt": "a 2x2 checkerboard"}`; a 60-byte WAV file
+//!   (16 samples of 8-bit mono PCM at 8000 Hz) as an audio block (`audio/wav`);
+//!   structuredContent `{"blocks": ["text", "image", "audio"]}`; and result `_meta
+//!   {"fixture/media": {"kind": "demo", "parts": 3}, "fixture/rendered": false}`.
 //!
 //! # Resources and vendor fields
 //!
 //! `ui://fixture/view.html` (mime `text/html;profile=mcp-app`) is listed and readable: a tiny
 //! view that performs `ui/initialize`, shows `#status` (`ready`, then `rendered` with the tool
-//! result JSON in `#result`) and has buttons `#call-app-only` / `#call-model-only` whose outcome
-//! lands in `#message`. Every entry of the raw `tools/list` result carries
+//! result JSON in `#result`, exactly the `ui/notifications/tool-result` params it received) and
+//! has buttons `#call-app-only` / `#call-model-only` whose outcome lands in `#message`, and
+//! `#call-elicit`, which calls `elicit {"message": "The fixture view asks who you are"}` and
+//! shows `elicit: <the result's first text>` in `#message`. Every entry of the raw `tools/list` result carries
 //! `"x-vendor": {"fixture": true}` next to `name`, and the result carries `"x-fixture-page": 1`.
 //!
 //! # Refusals of rmcp's server that tests rely on

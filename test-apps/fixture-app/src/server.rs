@@ -17,11 +17,12 @@ use rmcp::handler::server::tool::{
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitResult, ElicitationAction, ElicitationSchema, Implementation, InitializeRequestParams,
-    InitializeResult, JsonObject, ListResourcesResult, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
-    ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    ElicitResult, ElicitationAction, ElicitationSchema, ImageContent, Implementation,
+    InitializeRequestParams, InitializeResult, JsonObject, ListResourcesResult, ListToolsResult,
+    MetaObject, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
+    Tool, UnsubscribeRequestParams,
 };
 // Logging is deprecated by SEP-2577 but still part of 2025-11-25, which the fixture speaks.
 #[allow(deprecated)]
@@ -54,6 +55,28 @@ pub(crate) const PNG_2X2: [u8; 75] = [
     0x1f, 0x0c, 0x81, 0x34, 0x18, 0x00, 0x00, 0x49, 0xc8, 0x09, 0xf7, 0x03, 0xd9, 0x64, 0xf1, 0x00,
     0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
 ];
+
+/// A valid WAV file: 16 samples of 8-bit mono PCM at 8000 Hz (a 2 ms square wave), as served by
+/// the `show_media` tool.
+pub(crate) fn wav_tone() -> Vec<u8> {
+    const SAMPLES: u32 = 16;
+    const RATE: u32 = 8000;
+    let mut wav = Vec::with_capacity(44 + SAMPLES as usize);
+    wav.extend_from_slice(b"RIFF");
+    wav.extend_from_slice(&(36 + SAMPLES).to_le_bytes());
+    wav.extend_from_slice(b"WAVEfmt ");
+    wav.extend_from_slice(&16_u32.to_le_bytes()); // fmt chunk size
+    wav.extend_from_slice(&1_u16.to_le_bytes()); // PCM
+    wav.extend_from_slice(&1_u16.to_le_bytes()); // mono
+    wav.extend_from_slice(&RATE.to_le_bytes());
+    wav.extend_from_slice(&RATE.to_le_bytes()); // bytes per second: 1 byte per sample
+    wav.extend_from_slice(&1_u16.to_le_bytes()); // block align
+    wav.extend_from_slice(&8_u16.to_le_bytes()); // bits per sample
+    wav.extend_from_slice(b"data");
+    wav.extend_from_slice(&SAMPLES.to_le_bytes());
+    wav.extend((0..SAMPLES).map(|i| if i % 4 < 2 { 0xc0_u8 } else { 0x40 }));
+    wav
+}
 
 /// Process-wide state shared by every connection.
 #[derive(Debug)]
@@ -295,6 +318,10 @@ fn malformed_visibility_meta() -> MetaObject {
 
 fn fixture_ui_meta() -> MetaObject {
     meta(json!({"ui": {"resourceUri": VIEW_URI, "visibility": ["model", "app"]}}))
+}
+
+fn media_ui_meta() -> MetaObject {
+    meta(json!({"ui": {"resourceUri": VIEW_URI}}))
 }
 
 fn legacy_ui_meta() -> MetaObject {
@@ -736,6 +763,27 @@ impl FixtureServer {
     #[tool(meta = fixture_ui_meta())]
     fn show_fixture_ui(&self) -> CallToolResult {
         called("show_fixture_ui")
+    }
+
+    /// A UI tool (_meta.ui.resourceUri ui://fixture/view.html) whose result has every kind of
+    /// part a view may need as it is: a text block, a PNG image block (with its own _meta), a
+    /// WAV audio block, structuredContent and result _meta.
+    #[tool(meta = media_ui_meta())]
+    fn show_media(&self) -> CallToolResult {
+        use base64::Engine as _;
+        let encode = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+        let image = ImageContent::new(encode(&PNG_2X2), "image/png")
+            .with_meta(meta(json!({"fixture/alt": "a 2x2 checkerboard"})));
+        let mut result = CallToolResult::success(vec![
+            ContentBlock::text("media: a 2x2 PNG and a 2 ms WAV tone"),
+            ContentBlock::Image(image),
+            ContentBlock::audio(encode(&wav_tone()), "audio/wav"),
+        ]);
+        result.structured_content = Some(json!({"blocks": ["text", "image", "audio"]}));
+        result.meta = Some(meta(
+            json!({"fixture/media": {"kind": "demo", "parts": 3}, "fixture/rendered": false}),
+        ));
+        result
     }
 
     /// A UI tool linked only through the legacy flat key _meta["ui/resourceUri"].

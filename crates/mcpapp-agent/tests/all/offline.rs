@@ -203,6 +203,7 @@ async fn ui_events_with_or_without_a_command() {
         tool: Some("grocery.adjust_stock".into()),
         args: Some(json!({"storeId": 1, "delta": 5})),
         result_text: Some("ok\n8 on hand".into()),
+        count: None,
     };
     let request = TurnRequest {
         app_events: vec![ui.clone()],

@@ -11,6 +11,7 @@ fn event(tool: Option<&str>, args: Option<serde_json::Value>, result: Option<&st
         tool: tool.map(str::to_owned),
         args,
         result_text: result.map(str::to_owned),
+        count: None,
     }
 }
 
@@ -52,6 +53,35 @@ fn ui_events_are_written_before_the_message() {
     assert_eq!(lines[4], "");
     assert_eq!(lines[5], "What is low now?");
     assert_eq!(lines.len(), 6);
+}
+
+#[test]
+fn collapsed_repeats_say_how_many_times() {
+    let polled = AppEvent {
+        count: Some(16),
+        ..event(Some("fx.status"), Some(json!({})), Some("idle"))
+    };
+    let once = AppEvent {
+        count: Some(1),
+        ..event(Some("fx.save"), None, Some("saved"))
+    };
+    let prompt = build_prompt(Some("go on"), &[polled, once]).unwrap();
+    let lines: Vec<&str> = prompt.lines().collect();
+    assert_eq!(lines[1], "- Tool fx.status({}) → idle (16 times)");
+    assert_eq!(lines[2], "- Tool fx.save({}) → saved");
+
+    let request: TurnRequest = serde_json::from_value(json!({
+        "message": "m",
+        "appEvents": [
+            {"tool": "a", "count": 3},
+            {"tool": "b", "count": 0},
+            {"tool": "c", "count": "many"},
+            {"tool": "d", "count": -2},
+        ]
+    }))
+    .unwrap();
+    let counts: Vec<Option<u64>> = request.app_events.iter().map(|e| e.count).collect();
+    assert_eq!(counts, [Some(3), None, None, None]);
 }
 
 #[test]
@@ -126,6 +156,7 @@ fn events_serialise_to_the_chat_wire_shapes() {
                 text: "Error: no".into(),
                 is_error: true,
                 structured_content: None,
+                call_tool_result: None,
             },
             json!({"type": "tool_result", "id": "t1", "text": "Error: no", "isError": true}),
         ),
@@ -135,8 +166,19 @@ fn events_serialise_to_the_chat_wire_shapes() {
                 text: "ok".into(),
                 is_error: false,
                 structured_content: Some(json!({"stores": []})),
+                call_tool_result: None,
             },
             json!({"type": "tool_result", "id": "t2", "text": "ok", "isError": false, "structuredContent": {"stores": []}}),
+        ),
+        (
+            AgentEvent::ToolResult {
+                id: "t3".into(),
+                text: "shown".into(),
+                is_error: false,
+                structured_content: None,
+                call_tool_result: Some(json!({"content": [], "_meta": {"k": 1}})),
+            },
+            json!({"type": "tool_result", "id": "t3", "text": "shown", "isError": false, "callToolResult": {"content": [], "_meta": {"k": 1}}}),
         ),
         (
             AgentEvent::Error {

@@ -1,6 +1,7 @@
 //! MCP App tools against the fixture and grocery apps: result conversion (binary content,
-//! structured content, remote errors), call failures (timeouts, stopped apps, JSON-RPC
-//! errors), caller cancellation, the session id in `_meta`, and malformed visibility.
+//! structured content, a UI tool's whole result, remote errors), call failures (timeouts,
+//! stopped apps, JSON-RPC errors), caller cancellation, the session id in `_meta`, and
+//! malformed visibility.
 
 use std::sync::Arc;
 
@@ -50,6 +51,36 @@ async fn images_become_placeholders_with_mime_and_size() {
         format!("a 2x2 PNG image\n\n[image: image/png, {size} bytes]")
     );
     assert!(!output.text.contains(&data[..16]), "{}", output.text);
+    bridge.shutdown().await;
+}
+
+#[tokio::test]
+async fn ui_tools_carry_the_apps_whole_result_beside_the_model_text() {
+    let bridge = fixture(&[], "{}").await;
+    let direct = bridge
+        .app("fx")
+        .call_tool("show_media", None, None)
+        .await
+        .unwrap();
+    let direct = serde_json::to_value(&direct).unwrap();
+    assert!(direct["_meta"].is_object(), "{direct}");
+
+    let output = bridge.call("fx.show_media", "{}").await;
+    assert!(!output.is_error);
+    // The view gets the result as the app sent it: every block, _meta, structuredContent.
+    assert_eq!(output.raw.as_ref(), Some(&direct));
+    // The model gets text and placeholders only: no base64, no _meta, no structured content.
+    let image = direct["content"][1]["data"].as_str().unwrap();
+    let audio = direct["content"][2]["data"].as_str().unwrap();
+    assert_eq!(
+        output.text,
+        "media: a 2x2 PNG and a 2 ms WAV tone\n\n[image: image/png, 75 bytes]\n\n[audio: audio/wav, 60 bytes]"
+    );
+    assert!(!output.text.contains(&image[..12]) && !output.text.contains(&audio[..12]));
+
+    // A tool without a UI has no whole result to hand on.
+    let plain = bridge.call("fx.image", "{}").await;
+    assert_eq!(plain.raw, None);
     bridge.shutdown().await;
 }
 

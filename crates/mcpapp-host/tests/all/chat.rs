@@ -1,4 +1,5 @@
-//! `POST /apps/chat`: the event stream, UI events in the prompt, and bad requests.
+//! `POST /apps/chat`: the event stream, a UI tool's whole result on it, UI events in the
+//! prompt, and bad requests.
 
 use std::sync::{Arc, Mutex};
 
@@ -216,5 +217,50 @@ async fn offline_chat_calls_a_real_app_tool() {
         "{}",
         events[2]
     );
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_ui_tools_result_reaches_the_chat_stream_whole_and_the_model_as_text() {
+    let apps = AppsDir::new();
+    apps.stdio_app(
+        "fx",
+        &mcpapp_testkit::bin("fixture-app"),
+        &["stdio"],
+        r#"{"toolNamePrefix": "fx."}"#,
+    );
+    let gateway = Gateway::start(apps, |_| {}).await;
+    let direct = gateway
+        .supervisor
+        .get("fx")
+        .unwrap()
+        .call_tool("show_media", None, None)
+        .await
+        .unwrap();
+    let direct = serde_json::to_value(&direct).unwrap();
+    let (status, _, events) = chat(
+        &gateway,
+        json!({"message": "/call fx.show_media {}", "sessionId": "media-1"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let result = events.iter().find(|e| e["type"] == "tool_result").unwrap();
+    // The view's copy: exactly what the app returns, blocks, _meta and all.
+    assert_eq!(result["callToolResult"], direct);
+    assert_eq!(result["callToolResult"]["content"][2]["type"], "audio");
+    // The model's copy: text and placeholders, no base64.
+    let text = result["text"].as_str().unwrap();
+    assert!(text.contains("[audio: audio/wav, 60 bytes]"), "{text}");
+    let audio = direct["content"][2]["data"].as_str().unwrap();
+    assert!(!text.contains(&audio[..12]), "{text}");
+
+    // A tool without a UI sends no whole result.
+    let (_, _, events) = chat(
+        &gateway,
+        json!({"message": "/call fx.image {}", "sessionId": "media-1"}),
+    )
+    .await;
+    let result = events.iter().find(|e| e["type"] == "tool_result").unwrap();
+    assert!(result.get("callToolResult").is_none(), "{result}");
     gateway.shutdown().await;
 }

@@ -8,6 +8,7 @@ mod aggregate;
 mod apps;
 mod chat;
 mod connections;
+mod elicitation;
 mod eras;
 mod faithful;
 mod mcp_server;

@@ -24,6 +24,7 @@ over_both_transports!(
     hang_is_cancelled_and_counted,
     freeze_answers_then_goes_silent,
     image_returns_a_png,
+    show_media_returns_text_image_audio_and_meta,
     progress_uses_the_request_token,
     elicit_reports_accept_decline_and_cancel,
     notifications_and_logging,
@@ -64,6 +65,7 @@ async fn lists_tools_with_their_metadata_and_the_view(kind: Kind) {
         "model_only_tool",
         "malformed_visibility_tool",
         "show_fixture_ui",
+        "show_media",
         "legacy_ui_tool",
     ]
     .into_iter()
@@ -90,6 +92,7 @@ async fn lists_tools_with_their_metadata_and_the_view(kind: Kind) {
         json!({"ui": {"resourceUri": VIEW, "visibility": ["model", "app"]}})
     );
     assert_eq!(meta("legacy_ui_tool"), json!({"ui/resourceUri": VIEW}));
+    assert_eq!(meta("show_media"), json!({"ui": {"resourceUri": VIEW}}));
     assert_eq!(meta("echo"), Value::Null);
 
     let resources = within("resources/list", s.client.list_all_resources())
@@ -216,6 +219,45 @@ async fn image_returns_a_png(kind: Kind) {
     assert_eq!(&bytes[12..16], b"IHDR");
     assert_eq!(u32::from_be_bytes(bytes[16..20].try_into().unwrap()), 2);
     assert_eq!(&bytes[bytes.len() - 8..bytes.len() - 4], b"IEND");
+}
+
+async fn show_media_returns_text_image_audio_and_meta(kind: Kind) {
+    let s = connect(kind, &[]).await;
+    let result = s.call("show_media", json!({})).await;
+    let wire = serde_json::to_value(&result).unwrap();
+    let types: Vec<&str> = wire["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["text", "image", "audio"], "{wire}");
+    assert_eq!(
+        wire["content"][0]["text"],
+        "media: a 2x2 PNG and a 2 ms WAV tone"
+    );
+    assert_eq!(wire["content"][1]["mimeType"], "image/png");
+    assert_eq!(
+        wire["content"][1]["_meta"],
+        json!({"fixture/alt": "a 2x2 checkerboard"})
+    );
+    assert_eq!(wire["content"][2]["mimeType"], "audio/wav");
+    let wav = base64::engine::general_purpose::STANDARD
+        .decode(wire["content"][2]["data"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(wav.len(), 60);
+    assert_eq!((&wav[..4], &wav[8..16]), (&b"RIFF"[..], &b"WAVEfmt "[..]));
+    assert_eq!(u32::from_le_bytes(wav[4..8].try_into().unwrap()), 52);
+    assert_eq!(&wav[36..40], b"data");
+    assert_eq!(u32::from_le_bytes(wav[40..44].try_into().unwrap()), 16);
+    assert_eq!(
+        wire["structuredContent"],
+        json!({"blocks": ["text", "image", "audio"]})
+    );
+    assert_eq!(
+        wire["_meta"],
+        json!({"fixture/media": {"kind": "demo", "parts": 3}, "fixture/rendered": false})
+    );
 }
 
 async fn progress_uses_the_request_token(kind: Kind) {
