@@ -293,22 +293,38 @@ async fn post(g: &Guard, request: Request, next: Next) -> Response {
 }
 
 /// An empty tail for a response body that, once reached, exits the process shortly after
-/// (`--crash-after-calls`): the whole response has been produced by then.
+/// (`--crash-after-calls`): the whole response has been produced by then. A client that
+/// closes the stream as soon as it has the response may never let the body be polled to its
+/// end, so dropping the tail unreached crashes the same way.
 fn crash_after_the_body() -> EventStream {
-    let mut armed = true;
-    futures::stream::poll_fn(move |_| {
-        if armed {
-            armed = false;
-            tokio::spawn(
-                async {
-                    tokio::time::sleep(CRASH_GRACE).await;
-                    eprintln!("fixture-app: crashing after the configured number of tool calls");
-                    let _ = std::io::stderr().flush();
-                    std::process::exit(CRASH_STATUS);
-                }
-                .in_current_span(),
-            );
+    struct Tail {
+        armed: bool,
+    }
+    impl Tail {
+        fn fire(&mut self) {
+            if std::mem::take(&mut self.armed) {
+                tokio::spawn(
+                    async {
+                        tokio::time::sleep(CRASH_GRACE).await;
+                        eprintln!(
+                            "fixture-app: crashing after the configured number of tool calls"
+                        );
+                        let _ = std::io::stderr().flush();
+                        std::process::exit(CRASH_STATUS);
+                    }
+                    .in_current_span(),
+                );
+            }
         }
+    }
+    impl Drop for Tail {
+        fn drop(&mut self) {
+            self.fire();
+        }
+    }
+    let mut tail = Tail { armed: true };
+    futures::stream::poll_fn(move |_| {
+        tail.fire();
         Poll::Ready(None)
     })
     .boxed()
