@@ -128,7 +128,25 @@ fn host_allowed(config: &HostConfig, host: &HostPart) -> bool {
         .any(|allowed| configured_host(allowed).is_some_and(|allowed| allowed == *host));
     let bound =
         !config.local_addr.ip().is_unspecified() && *host == HostPart::Ip(config.local_addr.ip());
-    loopback || listed || bound
+    // The names browsers use behind a balancer are this gateway's names too.
+    let public = [&config.public_origin, &config.sandbox_origin]
+        .into_iter()
+        .flatten()
+        .any(|origin| origin_host(origin).is_some_and(|public| public == *host));
+    loopback || listed || bound || public
+}
+
+/// The host of an origin such as `https://mcpapp.example.com:8443`.
+fn origin_host(origin: &str) -> Option<HostPart> {
+    let (_, authority) = origin.split_once("://")?;
+    parse_authority(authority).map(|authority| authority.host)
+}
+
+/// Whether `text` is an `http` or `https` origin (`scheme://host[:port]`, nothing after),
+/// which is what `Gateway.PublicOrigin` and `Gateway.SandboxOrigin` must be.
+pub(crate) fn is_web_origin(text: &str) -> bool {
+    canonical_origin(text)
+        .is_some_and(|origin| origin.starts_with("http://") || origin.starts_with("https://"))
 }
 
 /// A configured `AllowedHosts` entry: a name, an IPv4 address, or an IPv6 address with or
@@ -379,8 +397,13 @@ pub(crate) fn cors(access: &Access) -> CorsLayer {
             crate::streamable::PROTOCOL_HEADER,
             crate::streamable::SESSION_HEADER,
             crate::streamable::LAST_EVENT_ID_HEADER,
+            crate::replica::AFFINITY_HEADER,
         ])
-        .expose_headers([crate::streamable::SESSION_HEADER])
+        .expose_headers([
+            crate::streamable::SESSION_HEADER,
+            crate::replica::REPLICA_HEADER,
+            crate::replica::AFFINITY_HEADER,
+        ])
         .max_age(std::time::Duration::from_secs(3600))
 }
 

@@ -87,4 +87,6 @@ pub(crate) struct AppState {
     pub(crate) views: ViewStore,
     /// What `GET /metrics` renders.
     pub(crate) metrics: crate::metrics::SharedRegistry,
+    /// Cancelled when shutdown begins (`GET /readyz` then says so).
+    pub(crate) shutdown: tokio_util::sync::CancellationToken,
 }
