@@ -17,6 +17,10 @@
 //!   gateway as the client under test; fails on a regression through the gateway unless
 //!   `--report-only`; `--repeat N` runs everything N times to expose races.
 //!   Installs Node and the suite from the npm registry into `target/conformance` (needs npm).
+//! - `cluster`: two `serve` replicas behind Debian's HAProxy with the committed
+//!   `deploy/haproxy/haproxy.cfg`, checking that one chat session's requests stay on one
+//!   replica and that killing it leaves clean errors (`cluster.rs`; `.ci/run` installs
+//!   HAProxy).
 //! - `bench [ARGS]`: runs the criterion benchmarks (release build); extra arguments go to
 //!   the benchmark binaries (e.g. a name filter).
 //! - `bench proxy [--clients N,M,..] [--calls K] [--warmup W] [--apps N] [--repeat R]
@@ -30,6 +34,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 
 mod bench;
+mod cluster;
 mod codegen;
 mod conformance;
 mod demo;
@@ -55,6 +60,7 @@ tasks:
                       test the host page in headless Chromium (needs chromium, chromium-driver)
   conformance [--report-only] [--repeat N]
                       the MCP conformance suite directly vs through the gateway (needs npm)
+  cluster             two replicas behind HAProxy: affinity, a replica killed (needs haproxy)
 ";
 
 fn main() -> ExitCode {
@@ -84,6 +90,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         "demo" => demo::run(&root, rest),
         "e2e" => e2e::run(&root, rest),
         "conformance" => conformance::run(&root, rest),
+        "cluster" => cluster::run(&root, rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())
