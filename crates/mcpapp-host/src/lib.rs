@@ -155,7 +155,10 @@ impl Host {
         self.shutdown.cancel();
     }
 
-    /// The main router: the host page, the JSON routes, the per-app proxy and `/mcp`.
+    /// The main router: the host page, the JSON routes, the per-app proxy and `/mcp`. When
+    /// both public origins are configured and name different hosts, requests whose `Host`
+    /// is the sandbox's are served by the sandbox router instead (one port for both origins
+    /// behind a balancer).
     pub fn router(&self) -> Router {
         let config = self.state.config.clone();
         let mut api = Router::new();
@@ -199,17 +202,23 @@ impl Host {
             .route("/readyz", get(health::readyz))
             .with_state(self.state.clone());
         let replica = replica::replica_header_value(&config.replica_name);
+        let sandbox = security::SandboxByHost::new(&config, self.sandbox_router());
         let access = security::Access::new(config);
-        api.merge(assets)
-            .layer(security::cors(&access))
-            .layer(axum::middleware::from_fn_with_state(
-                access,
-                security::guard,
-            ))
-            .layer(axum::middleware::from_fn_with_state(
-                replica,
-                replica::name_replica,
-            ))
+        let main = api.merge(assets).layer(security::cors(&access)).layer(
+            axum::middleware::from_fn_with_state(access, security::guard),
+        );
+        // Behind a balancer the sandbox's public name may point at this listener too.
+        let main = match sandbox {
+            Some(sandbox) => main.layer(axum::middleware::from_fn_with_state(
+                Arc::new(sandbox),
+                security::sandbox_by_host,
+            )),
+            None => main,
+        };
+        main.layer(axum::middleware::from_fn_with_state(
+            replica,
+            replica::name_replica,
+        ))
     }
 
     /// The sandbox router, for the second listener (a different origin): only

@@ -326,6 +326,38 @@ async fn public_origins_are_what_browsers_see_behind_a_balancer() {
     )
     .await;
     assert_eq!(status, 403);
+
+    // One port for both origins: under the sandbox's name the main listener serves the
+    // sandbox, and nothing of the page.
+    let view: Value = reqwest::Client::new()
+        .post(format!("{}/apps/grocery/views", gateway.url))
+        .json(&json!({ "uri": "ui://grocery/store-dashboard.html" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let sandbox_url = view["sandboxUrl"].as_str().unwrap();
+    let query = sandbox_url
+        .strip_prefix("https://sandbox.example.com/sandbox.html")
+        .unwrap();
+    let frame = reqwest::Client::new()
+        .get(format!("{}/sandbox.html{query}", gateway.url))
+        .header("Host", "sandbox.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(frame.status(), 200);
+    assert!(frame.headers().contains_key("content-security-policy"));
+    for path in ["/apps", "/", "/healthz", "/apps/mcp/grocery"] {
+        let (status, _, _) = get(
+            &format!("{}{path}", gateway.url),
+            &[("Host", "sandbox.example.com")],
+        )
+        .await;
+        assert_eq!(status, 404, "{path} under the sandbox's name");
+    }
     gateway.shutdown().await;
 }
 
