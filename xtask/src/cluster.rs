@@ -8,7 +8,8 @@
 //!    balancer's second port) reaches one replica, named by `Mcpapp-Replica`;
 //! 2. another chat session can land on the other replica;
 //! 3. a browser session id of one replica presented to the other is refused (404, a JSON-RPC
-//!    error saying to initialize again);
+//!    error saying to initialize again), and an external `/mcp` client, which sends no key,
+//!    stays with the replica that issued its `Mcp-Session-Id` while keyless requests spread;
 //! 4. after that replica is killed (SIGKILL), the same session's requests reach the survivor
 //!    and get clean answers: 404 and "initialize again" for the old browser session, 404 for
 //!    the old view, a new session on initialize, the key's own session id in every tool call,
@@ -135,6 +136,39 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         direct.body.trim()
     );
 
+    println!("\n==> an external /mcp client without a key sticks to its session's replica");
+    // Requests without a key are the balancer's to spread (round-robin, which health checks
+    // and retries may bunch up): within 16 they reach both replicas.
+    let mut spread: Vec<String> = Vec::new();
+    while !names.iter().all(|name| spread.contains(name)) {
+        ensure!(
+            spread.len() < 16,
+            "16 requests without a key all reached one replica: {spread:?}"
+        );
+        let response = http::request("GET", &format!("{lb}/healthz"), &[], None)?;
+        spread.push(
+            response
+                .header("mcpapp-replica")
+                .unwrap_or_default()
+                .to_owned(),
+        );
+    }
+    let external = McpClient::connect(&lb)?;
+    for id in 2..6 {
+        let response = external.request(&tools_list(id))?;
+        ensure!(
+            response.status == 200 && response.header("mcpapp-replica") == Some(&external.replica),
+            "/mcp request {id} of a session of {}: {} from {:?}",
+            external.replica,
+            response.status,
+            response.header("mcpapp-replica")
+        );
+    }
+    println!(
+        "  keyless requests spread over {spread:?}; the /mcp session stays on {}",
+        external.replica
+    );
+
     println!("\n==> {} is killed (SIGKILL)", first.replica);
     let index = replicas
         .iter()
@@ -157,6 +191,24 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         view.header("mcpapp-replica")
     );
     println!("  old view: {} from {}", view.status, second.replica);
+    let after = external.request(&tools_list(7))?;
+    if external.replica == first.replica {
+        expect_reinitialize(&after, &second.replica)?;
+        println!(
+            "  the /mcp session of {}: {} {}",
+            first.replica,
+            after.status,
+            after.body.trim()
+        );
+    } else {
+        ensure!(
+            after.status == 200 && after.header("mcpapp-replica") == Some(&external.replica),
+            "the /mcp session on the survivor: {} {}",
+            after.status,
+            after.body
+        );
+        println!("  the /mcp session on {} goes on", external.replica);
+    }
     // Starting over works, under the same key, on the survivor, with the key's own session.
     let reopened = Conversation::open(&lb, &lb_sandbox, first.key)?;
     ensure!(
@@ -323,6 +375,76 @@ fn expect_reinitialize(response: &Response, replica: &str) -> anyhow::Result<()>
         "not a re-initialize error: {error}"
     );
     Ok(())
+}
+
+/// An MCP client of `/mcp` through the balancer that sends no affinity key, as external
+/// clients do: only its `Mcp-Session-Id`.
+struct McpClient {
+    url: String,
+    session: String,
+    replica: String,
+}
+
+impl McpClient {
+    fn connect(lb: &str) -> anyhow::Result<Self> {
+        let url = format!("{lb}/mcp");
+        let body = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "xtask-cluster-external", "version": "0"}}
+        })
+        .to_string();
+        let init = http::request(
+            "POST",
+            &url,
+            &[
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json, text/event-stream"),
+            ],
+            Some(&body),
+        )?;
+        ensure!(
+            init.status == 200,
+            "/mcp initialize: {} {}",
+            init.status,
+            init.body
+        );
+        let client = Self {
+            url,
+            session: init
+                .header("mcp-session-id")
+                .context("/mcp gave no Mcp-Session-Id")?
+                .to_owned(),
+            replica: init
+                .header("mcpapp-replica")
+                .context("no Mcpapp-Replica")?
+                .to_owned(),
+        };
+        let initialized =
+            client.request(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+        ensure!(
+            initialized.status == 202
+                && initialized.header("mcpapp-replica") == Some(&client.replica),
+            "/mcp initialized: {} from {:?}",
+            initialized.status,
+            initialized.header("mcpapp-replica")
+        );
+        Ok(client)
+    }
+
+    fn request(&self, message: &Value) -> anyhow::Result<Response> {
+        http::request(
+            "POST",
+            &self.url,
+            &[
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json, text/event-stream"),
+                ("Mcp-Session-Id", &self.session),
+                ("MCP-Protocol-Version", "2025-11-25"),
+            ],
+            Some(&message.to_string()),
+        )
+    }
 }
 
 /// One chat session through the balancer: its key, the replica it landed on, a browser
