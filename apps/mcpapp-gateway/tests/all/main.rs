@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod discover;
+mod reload;
 mod serve;
 mod validate;
 
