@@ -341,7 +341,7 @@ pub(crate) async fn stream(State(state): State<AppState>, headers: HeaderMap) ->
             Err(broadcast::error::RecvError::Closed) => None,
         }
     });
-    let shutdown = state.events.shutdown.clone();
+    let shutdown = state.events.shutdown;
     let events = stream::iter(head)
         .chain(live)
         .take_until(shutdown.cancelled_owned())
