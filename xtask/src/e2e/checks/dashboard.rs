@@ -78,11 +78,14 @@ pub(super) async fn open_page(
         |v| v == true,
     )
     .await?;
-    click(
-        client,
-        "[data-app-id=\"fixture-stdio\"] button[data-action=\"restart\"]",
-    )
-    .await?;
+    // Restarted behind the page's back: only the stream can tell it.
+    let restart = http::request(
+        "POST",
+        &format!("{}/apps/fixture-stdio/restart", ctx.base),
+        &[("Authorization", &format!("Bearer {TOKEN}"))],
+        Some(""),
+    )?;
+    ensure!(restart.status == 202, "restart answered {}", restart.status);
     wait_js(
         client,
         "the restart's lifecycle events in the page",
@@ -99,7 +102,9 @@ pub(super) async fn open_page(
         |v| v == "Running",
     )
     .await?;
-    checks.pass("the apps panel follows /apps/events: a restart arrives as lifecycle events");
+    checks.pass(
+        "the apps panel follows /apps/events: a restart by the API reaches it as lifecycle events",
+    );
     Ok(())
 }
 
