@@ -21,6 +21,7 @@
 //! they run inside views in files of their own; `origins.rs` the loopback servers the CSP
 //! check fetches from.
 
+mod appbridge;
 mod checks;
 mod driver;
 mod origins;
@@ -51,6 +52,8 @@ pub(super) struct Ctx {
     out: PathBuf,
     /// The fixture-app binary, for a direct client to compare with.
     fixture: PathBuf,
+    /// The AppBridge test host's origins.
+    appbridge: appbridge::Served,
 }
 
 pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
@@ -63,6 +66,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     let chromium = tool_path("MCPAPP_CHROMIUM", "/usr/bin/chromium")?;
     let driver = tool_path("MCPAPP_CHROMEDRIVER", "/usr/bin/chromedriver")?;
     stack::build(root)?;
+    let bundle = appbridge::prepare(root)?;
     let target = target_dir(root);
     let out = target.join("e2e");
     if out.exists() {
@@ -78,6 +82,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     let declared = runtime.block_on(Probe::start("declared"))?;
     let undeclared = runtime.block_on(Probe::start("undeclared"))?;
+    let prepared_in = bundle.prepared_in;
+    let installed = bundle.installed;
+    let test_host = runtime.block_on(appbridge::serve(bundle))?;
     let stack = stack::start(
         root,
         &StackOptions {
@@ -85,6 +92,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
             logs: &logs,
             grocery_options: &["--csp-connect-domain", &declared.origin],
             token: Some(TOKEN),
+            // The AppBridge test host calls /mcp from its own origin, as an operator would
+            // allow an external MCP Apps host page.
+            allowed_origins: &[&test_host.page_origin],
         },
     )?;
     let bearer = format!("Bearer {TOKEN}");
@@ -112,6 +122,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         undeclared,
         out: out.clone(),
         fixture: target.join("debug/fixture-app"),
+        appbridge: test_host,
     };
 
     println!("\n==> starting chromedriver and headless Chromium");
@@ -150,6 +161,15 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         println!("updated {}", docs.display());
     }
     println!("\nscreenshot: {}", screenshot.display());
+    println!(
+        "AppBridge test host: {:.1} s to {} and bundle",
+        prepared_in.as_secs_f64(),
+        if installed {
+            "install"
+        } else {
+            "check the install"
+        }
+    );
     println!("e2e took {:.1} s in all", started.elapsed().as_secs_f64());
     println!("e2e: {} passed, 0 failed", checks.passed);
     Ok(())
