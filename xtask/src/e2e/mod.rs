@@ -7,19 +7,24 @@
 //! the page shows the apps, that asking the chat for the grocery dashboard renders it, that the
 //! view works over the shared session (adjust, refresh, a refused model-only tool), that it is
 //! isolated (another origin, CSP), and that ui/message, theme changes, the "run" action and
-//! teardown work. Every wait is a bounded poll on a condition.
+//! teardown work; then, on a page of its own, that a real MCP Apps host built on the official
+//! ext-apps AppBridge (`appbridge.rs`) renders the dashboard through `/mcp` and that the view's
+//! buttons reach the app through it. Every wait is a bounded poll on a condition.
 //!
 //! Saves `target/e2e/host-page.png` (the whole page with the dashboard rendered),
 //! `host-page-window.png` (the window, the view in sight; `--update-docs-screenshot` copies it
-//! to `docs/host-page.png`) and `host-page-dark.png`. On failure it saves `failure.png`, the browser console and the
+//! to `docs/host-page.png`), `host-page-dark.png` and `appbridge-host.png` (the AppBridge
+//! test host with the dashboard). On failure it saves `failure.png`, the browser console and the
 //! page's protocol log next to it and prints where they are. Needs `/usr/bin/chromium` and
 //! `/usr/bin/chromedriver` (Debian's `chromium` and `chromium-driver`; `MCPAPP_CHROMIUM` and
-//! `MCPAPP_CHROMEDRIVER` override the paths).
+//! `MCPAPP_CHROMEDRIVER` override the paths), and `npm` with the conformance kit for the
+//! AppBridge test host's packages and Node.
 //!
 //! `driver.rs` is the browser plumbing (chromedriver, WebDriver commands, bounded waits,
 //! frames, screenshots, failure artefacts); `checks/` holds the checks, with the JavaScript
 //! they run inside views in files of their own; `origins.rs` the loopback servers the CSP
-//! check fetches from.
+//! check fetches from; `appbridge.rs` the AppBridge test host (npm install, bundle, its two
+//! origins).
 
 mod appbridge;
 mod checks;

@@ -159,6 +159,10 @@ pub(super) async fn host_page(
     checks.pass("the app-only refresh_dashboard works through /mcp for the extension's client");
 
     to_top(client).await?;
+    js(client, "window.scrollTo(0, 0); return true;", vec![]).await?;
+    let shot = ctx.out.join("appbridge-host.png");
+    let png = client.screenshot().await.context("taking a screenshot")?;
+    std::fs::write(&shot, png).with_context(|| format!("writing {}", shot.display()))?;
     let log = client
         .issue_cmd(BrowserLog)
         .await
