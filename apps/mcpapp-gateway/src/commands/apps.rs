@@ -58,7 +58,8 @@ async fn list(remote: &Remote, json: bool, out: &mut Out) -> Result<u8, RemoteEr
     }
     let diagnostics = body["diagnostics"].as_array().map_or(0, Vec::len);
     if diagnostics > 0 {
-        eprintln!("{diagnostics} tool diagnostics; see `mcpapp-gateway apps list --json`");
+        let noun = if diagnostics == 1 { "diagnostic" } else { "diagnostics" };
+        eprintln!("{diagnostics} tool {noun}: see `mcpapp-gateway apps list --json`");
     }
     Ok(0)
 }
@@ -291,8 +292,6 @@ impl Action {
         let changed = before["stateChangedAt"] != now["stateChangedAt"];
         match (self, state(before).as_str()) {
             (Self::Stop, _) => state(now) == "Stopped",
-            // A start of a running app does nothing.
-            (Self::Start, "Running") => true,
             (Self::Restart, "Running") => {
                 now["restartCount"].as_u64() > before["restartCount"].as_u64() && outcome
             }
@@ -312,6 +311,19 @@ async fn control(
 ) -> Result<u8, RemoteError> {
     let id = &args.id;
     let before = detail(remote, id).await?;
+    let already = match (action, before["lifecycle"].as_str()) {
+        (Action::Start, Some("Running")) => Some("Running"),
+        (Action::Stop, Some("Stopped")) => Some("Stopped"),
+        _ => None,
+    };
+    if let Some(state) = already {
+        if json {
+            out.json(&before)?;
+        } else {
+            writeln!(out, "{id} is already {state}")?;
+        }
+        return Ok(0);
+    }
     let answer = remote
         .post(&format!("/apps/{}/{}", segment(id), action.as_str()))
         .await?;

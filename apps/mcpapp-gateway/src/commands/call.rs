@@ -28,11 +28,13 @@ pub(crate) async fn run(args: &CallArgs) -> Result<u8, RemoteError> {
     let app = super::apps::detail(&remote, &args.app).await?;
     let lifecycle = str_of(&app["lifecycle"]);
     if lifecycle != "Running" {
+        let why = app["lastError"]
+            .as_str()
+            .map(|e| format!(" ({e})"))
+            .unwrap_or_default();
         return Err(RemoteError::Failed(format!(
-            "{} is {lifecycle}, not Running (last error: {}); start it with `mcpapp-gateway apps start {}`",
-            args.app,
-            str_of(&app["lastError"]),
-            args.app
+            "{} is {lifecycle}, not Running{why}; start it with `mcpapp-gateway apps start {}`",
+            args.app, args.app
         )));
     }
     let (url, name) = route(&remote, &app, &args.app, &args.tool)?;

@@ -75,22 +75,20 @@ async fn display(apps: &[AppHandle]) {
     let spinning =
         ProgressStyle::with_template(&format!("{{spinner}} {{prefix:<{width}}}  {{msg}}"))
             .unwrap_or_else(|_| ProgressStyle::default_spinner());
-    let done = ProgressStyle::with_template(&format!("{{prefix:<{width}}}  {{msg}}"))
-        .unwrap_or_else(|_| ProgressStyle::default_spinner());
     crate::progress::activate(&multi);
     let lines = apps.iter().map(|app| {
         let bar = multi.add(ProgressBar::new_spinner());
         bar.set_style(spinning.clone());
         bar.set_prefix(app.id().to_owned());
         bar.enable_steady_tick(Duration::from_millis(100));
-        let done = done.clone();
+        let multi = multi.clone();
         async move {
-            settled(app, |snapshot| {
-                bar.set_message(snapshot.state.lifecycle.to_string())
-            })
-            .await;
-            bar.set_style(done);
-            bar.finish_with_message(outcome(&app.snapshot()));
+            settled(app, |snapshot| bar.set_message(snapshot.state.lifecycle.to_string())).await;
+            // The final state goes above the spinners as a line of its own, where it stays
+            // (a finished spinner would be erased with the others when a log line is written).
+            let id = app.id();
+            let _ = multi.println(format!("  {id:<width$}  {}", outcome(&app.snapshot())));
+            bar.finish_and_clear();
         }
     });
     futures::future::join_all(lines).await;
