@@ -58,7 +58,11 @@ async fn list(remote: &Remote, json: bool, out: &mut Out) -> Result<u8, RemoteEr
     }
     let diagnostics = body["diagnostics"].as_array().map_or(0, Vec::len);
     if diagnostics > 0 {
-        let noun = if diagnostics == 1 { "diagnostic" } else { "diagnostics" };
+        let noun = if diagnostics == 1 {
+            "diagnostic"
+        } else {
+            "diagnostics"
+        };
         eprintln!("{diagnostics} tool {noun}: see `mcpapp-gateway apps list --json`");
     }
     Ok(0)
@@ -440,12 +444,18 @@ pub(crate) async fn reload(args: &ReloadArgs) -> Result<u8, RemoteError> {
     }
     parts.push(format!("{} unchanged", names("unchanged").len()));
     writeln!(out, "reloaded: {}", parts.join(", "))?;
+    // As `serve` does, only what needs attention; --json has the notes too.
     for diagnostic in summary["diagnostics"]
         .as_array()
         .cloned()
         .unwrap_or_default()
     {
-        writeln!(out, "{}", super::output::diagnostic(&diagnostic))?;
+        let note = diagnostic["severity"]
+            .as_str()
+            .is_some_and(|s| s.eq_ignore_ascii_case("info"));
+        if !note {
+            writeln!(out, "{}", super::output::diagnostic(&diagnostic))?;
+        }
     }
     Ok(0)
 }

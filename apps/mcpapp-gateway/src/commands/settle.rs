@@ -83,7 +83,10 @@ async fn display(apps: &[AppHandle]) {
         bar.enable_steady_tick(Duration::from_millis(100));
         let multi = multi.clone();
         async move {
-            settled(app, |snapshot| bar.set_message(snapshot.state.lifecycle.to_string())).await;
+            settled(app, |snapshot| {
+                bar.set_message(snapshot.state.lifecycle.to_string())
+            })
+            .await;
             // The final state goes above the spinners as a line of its own, where it stays
             // (a finished spinner would be erased with the others when a log line is written).
             let id = app.id();
