@@ -104,8 +104,13 @@ pub(crate) struct LogsArgs {
     pub(crate) id: String,
 
     /// The lines of the run before the current one (after a crash or a restart).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "follow")]
     pub(crate) previous: bool,
+
+    /// Keep printing new lines as the app writes them (asks the gateway twice a second),
+    /// across restarts, until interrupted.
+    #[arg(long, short = 'f')]
+    pub(crate) follow: bool,
 }
 
 #[derive(Debug, clap::Args)]

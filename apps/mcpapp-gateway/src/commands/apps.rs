@@ -397,6 +397,9 @@ async fn logs(
         ("current", "stderrTail")
     };
     let lines = app[key].as_array().cloned().unwrap_or_default();
+    if args.follow {
+        return follow(remote, &args.id, app, json, out).await;
+    }
     if json {
         out.json(&json!({ "id": args.id, "run": run, "lines": lines }))?;
         return Ok(0);
@@ -417,6 +420,64 @@ async fn logs(
         eprintln!("{why}");
     }
     Ok(0)
+}
+
+/// How often `logs --follow` asks for new lines.
+const FOLLOW_POLL: Duration = Duration::from_millis(500);
+
+/// `logs --follow`: the current run's lines, then new ones as they come. The gateway keeps
+/// the last 200 lines of a run, so new lines are what follows the longest overlap between
+/// the tail printed last and the tail now; a new run (a restart, or a start after a failure)
+/// is marked and printed from its first kept line. With `--json`, one object per line:
+/// `{"id", "line"}`, and `{"id", "run": "new"}` where a run begins.
+async fn follow(
+    remote: &Remote,
+    id: &str,
+    mut app: Value,
+    json: bool,
+    out: &mut Out,
+) -> Result<u8, RemoteError> {
+    let run_of = |app: &Value| (app["restartCount"].clone(), app["discoveredAt"].clone());
+    let tail = |app: &Value| -> Vec<String> {
+        app["stderrTail"]
+            .as_array()
+            .map(|a| a.iter().map(str_of).collect())
+            .unwrap_or_default()
+    };
+    let mut printed: Vec<String> = Vec::new();
+    let mut run = run_of(&app);
+    loop {
+        let now = tail(&app);
+        let new_run = run_of(&app) != run;
+        if new_run {
+            run = run_of(&app);
+            printed.clear();
+            if json {
+                writeln!(out, "{}", json!({ "id": id, "run": "new" }))?;
+            } else {
+                writeln!(out, "--- {id}: a new run ---")?;
+            }
+        }
+        for line in &now[overlap(&printed, &now)..] {
+            if json {
+                writeln!(out, "{}", json!({ "id": id, "line": line }))?;
+            } else {
+                writeln!(out, "{line}")?;
+            }
+        }
+        out.flush()?;
+        printed = now;
+        tokio::time::sleep(FOLLOW_POLL).await;
+        app = detail(remote, id).await?;
+    }
+}
+
+/// The length of the longest end of `old` that `new` begins with.
+fn overlap(old: &[String], new: &[String]) -> usize {
+    (0..=old.len().min(new.len()))
+        .rev()
+        .find(|&k| old[old.len() - k..] == new[..k])
+        .unwrap_or(0)
 }
 
 pub(crate) async fn reload(args: &ReloadArgs) -> Result<u8, RemoteError> {

@@ -243,11 +243,65 @@ fn app_processes(served: &Served) -> Vec<u32> {
         .collect()
 }
 
+/// `apps logs ID --follow` running, its stdout lines arriving on a channel.
+struct Follower {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Follower {
+    fn start(served: &Served, id: &str) -> Self {
+        // Tests start the binary under test; that is their job.
+        #[allow(clippy::disallowed_methods)]
+        let mut child = Command::new(GATEWAY)
+            .args(["apps", "logs", id, "--follow", "--url", &served.url])
+            .env_clear()
+            .env("MCPAPP_TOKEN", TOKEN)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let (send, lines) = mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// The next line, within a generous limit.
+    fn next(&self) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("logs --follow prints the next line")
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[test]
 fn apps_restart_stop_and_start_wait_for_the_app() {
     let served = serve();
     let before = app_processes(&served);
     assert_eq!(before.len(), 1, "alpha's process: {before:?}");
+
+    // A follower of alpha's stderr sees the lines of this run, a tool call's, and the restart.
+    let follower = Follower::start(&served, "alpha");
+    assert_eq!(follower.next(), "fixture-app noise: start line 1 of 2");
+    assert_eq!(follower.next(), "fixture-app noise: start line 2 of 2");
+    let call = cli(&served, &["call", "alpha", "echo", r#"{"message": "x"}"#]);
+    assert_eq!(code(&call), Some(0), "{}", stderr(&call));
+    assert_eq!(follower.next(), "fixture-app noise: tool call 1: echo");
 
     let restart = cli(&served, &["apps", "restart", "alpha"]);
     assert_eq!(code(&restart), Some(0), "{}", stderr(&restart));
@@ -264,6 +318,9 @@ fn apps_restart_stop_and_start_wait_for_the_app() {
     let detail = json_of(&cli(&served, &["apps", "show", "alpha", "--json"]));
     assert_eq!(detail["lifecycle"], "Running");
     assert_eq!(detail["restartCount"], 1);
+    assert_eq!(follower.next(), "--- alpha: a new run ---");
+    assert_eq!(follower.next(), "fixture-app noise: start line 1 of 2");
+    drop(follower);
 
     let stop = cli(&served, &["apps", "stop", "alpha", "--json"]);
     assert_eq!(code(&stop), Some(0), "{}", stderr(&stop));
