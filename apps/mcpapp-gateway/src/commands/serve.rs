@@ -65,7 +65,8 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         let _ = stdout.flush();
     }
     // The apps settle in the background; the report of it gives way to a signal.
-    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // A terminal that can draw: stderr is one, and TERM is set and not `dumb`.
+    let terminal = !indicatif::ProgressDrawTarget::stderr().is_hidden();
     let signal = shutdown_signal();
     tokio::pin!(signal);
     tokio::select! {

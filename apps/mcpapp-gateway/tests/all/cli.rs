@@ -30,7 +30,8 @@ impl Drop for Served {
     }
 }
 
-fn serve() -> Served {
+/// The folder of [`Served`]: its apps and configuration.
+fn apps_tree() -> Tree {
     let tree = Tree::new();
     let fixture = bin("fixture-app");
     let apps = [
@@ -50,6 +51,17 @@ fn serve() -> Served {
         r#"{"McpApps": {"Enabled": true, "DiscoveryPaths": ["apps"], "Deny": ["off"],
             "Supervision": {"HealthCheckIntervalMs": 0, "AutoRestart": false}}}"#,
     );
+    tree
+}
+
+/// Starts `serve` in `tree` with its stderr on `stderr`; returns it with its URL, read from
+/// the first line of its stdout.
+fn spawn_serve(tree: &Tree, stderr: Stdio) -> (Child, String) {
+    spawn_serve_with(tree, stderr, &[])
+}
+
+/// Like [`spawn_serve`], with `env` added to the clean environment.
+fn spawn_serve_with(tree: &Tree, stderr: Stdio, env: &[(&str, &str)]) -> (Child, String) {
     // Tests start the binary under test; that is their job.
     #[allow(clippy::disallowed_methods)]
     let mut child = Command::new(GATEWAY)
@@ -64,9 +76,10 @@ fn serve() -> Served {
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("MCPAPP_TOKEN", TOKEN)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -77,6 +90,17 @@ fn serve() -> Served {
         .strip_prefix("listening on ")
         .unwrap()
         .to_owned();
+    let sandbox = lines.next().unwrap().unwrap();
+    assert!(
+        sandbox.starts_with("sandbox on http://127.0.0.1:"),
+        "{sandbox}"
+    );
+    (child, url)
+}
+
+fn serve() -> Served {
+    let tree = apps_tree();
+    let (mut child, url) = spawn_serve(&tree, Stdio::piped());
     // serve, not on a terminal, logs one line once every app has settled: wait for it.
     let (settled, wait) = mpsc::channel();
     let logs = child.stderr.take().unwrap();
@@ -99,6 +123,60 @@ fn serve() -> Served {
         url,
         _tree: tree,
     }
+}
+
+#[test]
+fn serve_on_a_terminal_shows_each_app_settling() {
+    let tree = apps_tree();
+    let size = nix::pty::Winsize {
+        ws_row: 24,
+        ws_col: 160,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = nix::pty::openpty(&size, None).unwrap();
+    // stdout stays a pipe, and its two lines come whole (spawn_serve reads them).
+    // A terminal that can draw (a missing or `dumb` TERM gets the plain lines).
+    let (child, url) =
+        spawn_serve_with(&tree, Stdio::from(pty.slave), &[("TERM", "xterm-256color")]);
+    let served = Served {
+        child,
+        url,
+        _tree: tree,
+    };
+    let (send, chunks) = mpsc::channel();
+    let mut terminal = std::fs::File::from(pty.master);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        // Ends with an error (EIO) once the gateway has closed the terminal.
+        while let Ok(n @ 1..) = std::io::Read::read(&mut terminal, &mut buf) {
+            if send.send(buf[..n].to_vec()).is_err() {
+                return;
+            }
+        }
+    });
+    let finals = [
+        "  alpha   ✓ Running (27 tools)",
+        "  broken  ✗ Failed: the process exited with status 3",
+        "  off     - Disabled",
+    ];
+    let mut seen = Vec::new();
+    let text = loop {
+        let text = String::from_utf8_lossy(&seen).into_owned();
+        if finals.iter().all(|line| text.contains(line)) && text.contains("3 apps settled") {
+            break text;
+        }
+        match chunks.recv_timeout(Duration::from_secs(60)) {
+            Ok(chunk) => seen.extend(chunk),
+            Err(_) => panic!("the terminal shows every app's final state:\n{text}"),
+        }
+    };
+    // While apps were starting there were spinner lines with their states.
+    assert!(
+        text.contains("alpha   Loaded") || text.contains("alpha   Validated"),
+        "{text}"
+    );
+    drop(served);
 }
 
 /// Runs `mcpapp-gateway ARGS` with `MCPAPP_TOKEN` = `token` (unset for `None`), `stdin` on its
