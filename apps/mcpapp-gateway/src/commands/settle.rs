@@ -26,14 +26,12 @@ pub(crate) async fn report(supervisor: &Supervisor, terminal: bool) {
     if apps.is_empty() {
         return;
     }
-    if terminal {
-        display(&apps).await;
+    // Each app as it first came to rest (a failed app may be starting again by the end).
+    let settled: Vec<AppSnapshot> = if terminal {
+        display(&apps).await
     } else {
-        for app in &apps {
-            settled(app, |_| {}).await;
-        }
-    }
-    let settled: Vec<AppSnapshot> = apps.iter().map(AppHandle::snapshot).collect();
+        futures::future::join_all(apps.iter().map(|app| settled(app, |_| {}))).await
+    };
     info!("{}", summary(&settled));
 }
 
@@ -52,20 +50,21 @@ fn summary(apps: &[AppSnapshot]) -> String {
     format!("{} {noun} settled: {}", apps.len(), parts.join(", "))
 }
 
-/// Waits until `app` has settled, calling `seen` with each state it passes through.
-async fn settled(app: &AppHandle, seen: impl Fn(&AppSnapshot)) {
+/// Waits until `app` has settled, calling `seen` with each state it passes through; returns
+/// the settled state (or the last one, if the app went away first).
+async fn settled(app: &AppHandle, seen: impl Fn(&AppSnapshot)) -> AppSnapshot {
     let mut watch = app.watch();
     loop {
         let snapshot = watch.borrow_and_update().clone();
         seen(&snapshot);
         if snapshot.state.lifecycle.is_settled() || watch.changed().await.is_err() {
-            return;
+            return snapshot;
         }
     }
 }
 
 /// One spinner line per app on stderr until it settles, then its final state.
-async fn display(apps: &[AppHandle]) {
+async fn display(apps: &[AppHandle]) -> Vec<AppSnapshot> {
     let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
     let width = apps
         .iter()
@@ -83,19 +82,21 @@ async fn display(apps: &[AppHandle]) {
         bar.enable_steady_tick(Duration::from_millis(100));
         let multi = multi.clone();
         async move {
-            settled(app, |snapshot| {
-                bar.set_message(snapshot.state.lifecycle.to_string())
+            let snapshot = settled(app, |snapshot| {
+                bar.set_message(snapshot.state.lifecycle.to_string());
             })
             .await;
             // The final state goes above the spinners as a line of its own, where it stays
             // (a finished spinner would be erased with the others when a log line is written).
             let id = app.id();
-            let _ = multi.println(format!("  {id:<width$}  {}", outcome(&app.snapshot())));
+            let _ = multi.println(format!("  {id:<width$}  {}", outcome(&snapshot)));
             bar.finish_and_clear();
+            snapshot
         }
     });
-    futures::future::join_all(lines).await;
+    let settled = futures::future::join_all(lines).await;
     crate::progress::deactivate();
+    settled
 }
 
 /// Where an app came to rest, for its finished line.
