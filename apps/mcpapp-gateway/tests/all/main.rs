@@ -3,6 +3,7 @@
 // Test helpers may panic: a panic is a failed test with a clear location.
 #![allow(clippy::unwrap_used)]
 
+mod cli;
 mod discover;
 mod reload;
 mod serve;

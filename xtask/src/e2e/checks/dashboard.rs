@@ -711,7 +711,7 @@ pub(super) async fn teardown(client: &Client, id: &str, checks: &mut Checks) -> 
     Ok(())
 }
 
-fn grocery_quantity(ctx: &Ctx, store: u32, product: u32) -> anyhow::Result<i64> {
+pub(super) fn grocery_quantity(ctx: &Ctx, store: u32, product: u32) -> anyhow::Result<i64> {
     let item = http::request(
         "GET",
         &format!("{}/api/inventory/{store}/{product}", ctx.grocery_api),
