@@ -27,6 +27,9 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let mut builder = Gateway::builder(loaded.discovery)
         .settings(loaded.gateway)
+        .config_source(loaded.source)
+        // Hot reload; `Gateway.Watch: false` turns it off.
+        .watch(true)
         .token(std::env::var("MCPAPP_TOKEN").ok())
         .model(mcpapp_agent::model_from_env()?)
         .drain(DRAIN);

@@ -5,6 +5,7 @@
 
 mod cli;
 mod discover;
+mod reload;
 mod serve;
 mod validate;
 
