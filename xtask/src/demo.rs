@@ -193,6 +193,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
             logs: &target.join("demo-logs"),
             grocery_options: &[],
             token: None,
+            allowed_origins: &[],
         },
     )?;
 

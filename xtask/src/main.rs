@@ -142,6 +142,7 @@ fn ci(root: &Path, args: &[String]) -> anyhow::Result<()> {
         ],
         &["xtask", "demo", "--smoke"],
         &["xtask", "conformance"],
+        &["xtask", "bench", "proxy", "--short"],
     ];
     for step in steps {
         util::cargo(root, step)?;

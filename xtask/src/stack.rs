@@ -334,8 +334,14 @@ pub(crate) fn write_json(path: &Path, value: &Value) -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", path.display()))
 }
 
-/// Lays out `demo/` with a config and two app folders.
-pub(crate) fn lay_out(demo: &Path, grocery_url: &str, fixture: &Path) -> anyhow::Result<PathBuf> {
+/// Lays out `demo/` with a config and two app folders; `allowed_origins` go to
+/// `Gateway.AllowedOrigins` (browser pages on other origins allowed to call the gateway).
+pub(crate) fn lay_out(
+    demo: &Path,
+    grocery_url: &str,
+    fixture: &Path,
+    allowed_origins: &[&str],
+) -> anyhow::Result<PathBuf> {
     if demo.exists() {
         std::fs::remove_dir_all(demo).with_context(|| format!("clearing {}", demo.display()))?;
     }
@@ -374,18 +380,19 @@ pub(crate) fn lay_out(demo: &Path, grocery_url: &str, fixture: &Path) -> anyhow:
         }),
     )?;
     let config = demo.join("appsettings.json");
-    write_json(
-        &config,
-        &json!({
-            "McpApps": {
-                "Enabled": true,
-                "DiscoveryPaths": ["./mcpapps"],
-                "AllowlistSemantics": "legacy",
-                "Allow": ["*"],
-                "Entries": { "grocery-inventory": { "Enabled": true } }
-            }
-        }),
-    )?;
+    let mut settings = json!({
+        "McpApps": {
+            "Enabled": true,
+            "DiscoveryPaths": ["./mcpapps"],
+            "AllowlistSemantics": "legacy",
+            "Allow": ["*"],
+            "Entries": { "grocery-inventory": { "Enabled": true } }
+        }
+    });
+    if !allowed_origins.is_empty() {
+        settings["Gateway"] = json!({ "AllowedOrigins": allowed_origins });
+    }
+    write_json(&config, &settings)?;
     Ok(config)
 }
 
@@ -487,6 +494,8 @@ pub(crate) struct StackOptions<'a> {
     pub(crate) grocery_options: &'a [&'a str],
     /// A bearer token for the gateway (`MCPAPP_TOKEN`), if any.
     pub(crate) token: Option<&'a str>,
+    /// Browser origins besides the gateway's own that may call it (`Gateway.AllowedOrigins`).
+    pub(crate) allowed_origins: &'a [&'a str],
 }
 
 /// `grocery-inventory` over HTTP and the gateway in front of it, with every app settled.
@@ -525,7 +534,12 @@ pub(crate) fn start(root: &Path, options: &StackOptions<'_>) -> anyhow::Result<S
         log: &grocery_log,
     })?;
     println!("  {grocery_url}");
-    let config = lay_out(options.folder, &grocery_url, &bin.join("fixture-app"))?;
+    let config = lay_out(
+        options.folder,
+        &grocery_url,
+        &bin.join("fixture-app"),
+        options.allowed_origins,
+    )?;
     println!("  app folder: {}", options.folder.display());
 
     println!("\n==> starting the gateway");

@@ -1,8 +1,7 @@
 //! Loading the gateway's configuration from the command line and an optional file.
 
-use mcpapp_discovery::{ConfigError, ConfigFile, Diagnostic, Discovery};
-use mcpapp_host::GatewaySettings;
-use mcpapp_manifest::McpAppsConfig;
+use mcpapp_discovery::{ConfigError, Diagnostic, Discovery};
+use mcpapp_host::{ConfigSource, GatewaySettings};
 
 use crate::cli::ConfigArgs;
 
@@ -15,45 +14,20 @@ pub(crate) struct Loaded {
     pub(crate) diagnostics: Vec<Diagnostic>,
     /// The `Gateway` section (defaults without a file).
     pub(crate) gateway: GatewaySettings,
+    /// Where it came from, so that `serve` can read it again on a reload.
+    pub(crate) source: ConfigSource,
 }
 
-/// Reads `--config` (if any), applies `--path`s, and builds the discovery.
-///
-/// Without a file, MCP Apps are enabled and `./mcpapps` is scanned: someone running the
-/// gateway by hand wants it to do something. A file keeps the original module's default of
-/// `Enabled: false`, and says so in a diagnostic when the key is missing.
+/// Reads `--config` (if any), applies `--path`s, and builds the discovery (see
+/// [`ConfigSource::load`] for the defaults without a file).
 pub(crate) fn load(args: &ConfigArgs) -> Result<Loaded, ConfigError> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
-    let (builder, diagnostics, gateway) = match &args.config {
-        Some(path) => {
-            let file = ConfigFile::read(path)?;
-            let section = file.mcp_apps()?;
-            let gateway = file.section::<GatewaySettings>("Gateway")?;
-            let builder = Discovery::builder(section.value).config_file(&file);
-            let mut diagnostics = section.diagnostics;
-            diagnostics.extend(gateway.diagnostics);
-            (builder, diagnostics, gateway.value)
-        }
-        None => {
-            let config = McpAppsConfig {
-                enabled: true,
-                ..McpAppsConfig::default()
-            };
-            (
-                Discovery::builder(config).base_dir(&cwd),
-                Vec::new(),
-                GatewaySettings::default(),
-            )
-        }
-    };
-    let builder = if args.paths.is_empty() {
-        builder
-    } else {
-        builder.discovery_paths(args.paths.clone(), &cwd)
-    };
+    let source = ConfigSource::new(args.config.clone(), args.paths.clone(), cwd);
+    let loaded = source.load()?;
     Ok(Loaded {
-        discovery: builder.build()?,
-        diagnostics,
-        gateway,
+        discovery: loaded.discovery,
+        diagnostics: loaded.diagnostics,
+        gateway: loaded.gateway,
+        source,
     })
 }

@@ -11,6 +11,8 @@ mod cli;
 mod commands;
 mod config;
 mod otel;
+mod progress;
+mod remote;
 
 fn main() -> ExitCode {
     // `serve` starts this executable again as its keeper (the process that kills every app
@@ -40,7 +42,7 @@ fn install_tracing(cli: &cli::Cli) -> Option<otel::Traces> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let logs = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(progress::Stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_filter(filter);
     let (traces, layer) = otel::layer();

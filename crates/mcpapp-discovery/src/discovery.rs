@@ -175,6 +175,25 @@ impl Discovery {
         &self.inner.config
     }
 
+    /// The folders (or manifest files) a scan reads, resolved as [`Discovery::scan`] resolves
+    /// them, in configured order; empty when MCP Apps are disabled. Unusable paths (an unset
+    /// `env:` variable, an empty path) are left out: a scan reports them. A watcher of changes
+    /// watches these, whether or not they exist yet.
+    pub fn roots(&self) -> Vec<PathBuf> {
+        let inner = &*self.inner;
+        if !inner.config.enabled {
+            return Vec::new();
+        }
+        inner
+            .raw_paths
+            .iter()
+            .filter_map(|raw| match paths::resolve(raw, &inner.base, &*inner.env) {
+                Resolved::Folder(root) => Some(root),
+                Resolved::Unusable(_) => None,
+            })
+            .collect()
+    }
+
     /// Scans every discovery path, in order, and returns the apps found and diagnostics.
     ///
     /// Per app: the manifest is parsed; its entry's overrides are applied; the effective

@@ -1,6 +1,6 @@
 // mcpapp host page: talking to the gateway. The bearer token (taken from ?token= once, kept in
 // sessionStorage, never left in the address bar), JSON requests, and a reader for the
-// text/event-stream replies of /apps/chat and /apps/mcp/{appId}.
+// text/event-stream replies of /apps/chat, /apps/mcp/{appId} and /apps/events.
 "use strict";
 
 import { withAffinity } from "./affinity.js";
@@ -91,20 +91,35 @@ export async function api(method, path, body) {
  * an event dispatched at each blank line.
  */
 export async function* readEventStream(response) {
+  for await (const event of readEvents(response)) {
+    yield event.data;
+  }
+}
+
+/**
+ * Yields each event of a text/event-stream response as `{id, event, data}`: `id` is the
+ * event's own `id:` field (null without one), `event` its name ("message" without one), and
+ * `data` its `data:` lines joined with newlines. Comments (keep-alives) are skipped.
+ */
+export async function* readEvents(response) {
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   let partial = "";
   let data = [];
+  let id = null;
+  let name = "";
   const takeLine = function* (line) {
     if (line.endsWith("\r")) {
       line = line.slice(0, -1);
     }
     if (line === "") {
       if (data.length) {
-        const event = data.join("\n");
-        data = [];
+        const event = { id, event: name || "message", data: data.join("\n") };
         yield event;
       }
+      data = [];
+      id = null;
+      name = "";
       return;
     }
     if (line.startsWith(":")) {
@@ -118,6 +133,10 @@ export async function* readEventStream(response) {
     }
     if (field === "data") {
       data.push(value);
+    } else if (field === "id") {
+      id = value;
+    } else if (field === "event") {
+      name = value;
     }
   };
   let finished = false;

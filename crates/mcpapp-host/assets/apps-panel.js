@@ -1,14 +1,16 @@
-// mcpapp host page: the apps panel. GET /apps, polled while the page is visible, with each
-// app's lifecycle, counts, errors and start/stop/restart; reload; each app's tools with a
-// "run" action, which calls a tool through the app's session as a view would and shows the
-// result (and the tool's view) in the transcript.
+// mcpapp host page: the apps panel. GET /apps, read again whenever GET /apps/events says
+// something changed (followAppEvents: a fetch-read event stream, so it carries the token
+// like every request, reconnecting with backoff), with each app's lifecycle, counts, errors
+// and start/stop/restart; reload; each app's tools with a "run" action, which calls a tool
+// through the app's session as a view would and shows the result (and the tool's view) in
+// the transcript.
 "use strict";
 
-import { ApiError, api } from "./api.js";
+import { ApiError, api, authHeaders, readEvents, reportUnauthorized } from "./api.js";
 import { appDetail, rebuildToolIndex } from "./catalog.js";
 import { $, el, pretty } from "./dom.js";
 import { showTokenForm, toast } from "./notices.js";
-import { state } from "./state.js";
+import { EVENTS_RETRY_MAX_MS, EVENTS_RETRY_MS, record, state } from "./state.js";
 import { toolEntry } from "./transcript.js";
 import { reportToolCall } from "./ui-events.js";
 import { textOf } from "./view-bridge.js";
@@ -44,14 +46,14 @@ export async function refreshApps() {
   if (state.unauthorized) {
     showTokenForm(false);
   }
-  const signature = JSON.stringify(data);
+  const signature = JSON.stringify(data) + JSON.stringify(state.reloadDiagnostics);
   if (signature === state.appsSignature) {
     return;
   }
   const before = new Map(state.apps.map((a) => [a.id, a]));
   state.appsSignature = signature;
   state.apps = Array.isArray(data.apps) ? data.apps : [];
-  renderApps(state.apps, Array.isArray(data.diagnostics) ? data.diagnostics : []);
+  renderApps(state.apps, (Array.isArray(data.diagnostics) ? data.diagnostics : []).concat(state.reloadDiagnostics));
   // Tool lists change when an app starts, restarts or reloads its tools.
   for (const app of state.apps) {
     const old = before.get(app.id);
@@ -355,6 +357,118 @@ async function runTool(target, args) {
     entry.view.setToolResult(result);
   }
   reportToolCall(appId, tool.name, args, textOf(result.content), Boolean(result.isError));
+}
+
+let refreshing = null;
+let refreshAgain = false;
+
+/** Reads the apps again, once at a time: events arriving meanwhile make one more read. */
+function refreshSoon() {
+  if (refreshing) {
+    refreshAgain = true;
+    return;
+  }
+  refreshing = refreshApps().finally(() => {
+    refreshing = null;
+    if (refreshAgain) {
+      refreshAgain = false;
+      refreshSoon();
+    }
+  });
+}
+
+function diagnosticText(d) {
+  const where = [d.path, d.line, d.column].filter((p) => p !== null && p !== undefined).join(":");
+  return (where ? where + ": " : "") + d.severity + ": " + d.message;
+}
+
+/** What one /apps/events event changes on the page. */
+function takeAppEvent(event) {
+  let data = null;
+  try {
+    data = JSON.parse(event.data);
+  } catch (_) {
+    return;
+  }
+  if (event.event === "reload") {
+    state.reloadDiagnostics = (Array.isArray(data.diagnostics) ? data.diagnostics : [])
+      .filter((d) => d.severity === "warning" || d.severity === "error")
+      .map((d) => ({ message: diagnosticText(d) }));
+    record("apps-event", "reload: " + JSON.stringify({ added: data.added, removed: data.removed, changed: data.changed, kept: data.kept }));
+  } else if (event.event !== "ready") {
+    record("apps-event", event.event + " " + (data.appId || ""));
+  }
+  // `ready` (a new stream: anything may have changed while it was closed), `resync` (events
+  // were missed) and every change: the list is read again.
+  refreshSoon();
+}
+
+let eventsAbort = null;
+let eventsTimer = null;
+let eventsDelay = EVENTS_RETRY_MS;
+
+/**
+ * Follows GET /apps/events for as long as the page is open: every event refreshes the
+ * panel; when the stream ends or fails, it reconnects after a wait that doubles (with
+ * jitter) up to EVENTS_RETRY_MAX_MS, sending Last-Event-ID so nothing is missed; a 401 waits
+ * for a token (see reconnectAppEvents).
+ */
+export function followAppEvents() {
+  clearTimeout(eventsTimer);
+  eventsTimer = null;
+  if (eventsAbort) {
+    eventsAbort.abort();
+  }
+  const abort = new AbortController();
+  eventsAbort = abort;
+  const retry = () => {
+    if (abort.signal.aborted) {
+      // Replaced by a newer stream, which keeps the state.
+      return;
+    }
+    state.events.connected = false;
+    const wait = eventsDelay * (0.8 + Math.random() * 0.4);
+    eventsDelay = Math.min(eventsDelay * 2, EVENTS_RETRY_MAX_MS);
+    eventsTimer = setTimeout(followAppEvents, wait);
+  };
+  (async () => {
+    const headers = authHeaders({ Accept: "text/event-stream" });
+    if (state.events.lastEventId !== null) {
+      headers["Last-Event-ID"] = state.events.lastEventId;
+    }
+    const response = await fetch("/apps/events", { headers, signal: abort.signal, cache: "no-store" });
+    if (response.status === 401) {
+      reportUnauthorized();
+      renderHealth({ ok: false, error: "needs a token" });
+      // A new token reconnects at once; until then, try now and then.
+      eventsDelay = EVENTS_RETRY_MAX_MS;
+      return;
+    }
+    if (!response.ok) {
+      throw new Error("HTTP " + response.status);
+    }
+    for await (const event of readEvents(response)) {
+      state.events.connected = true;
+      eventsDelay = EVENTS_RETRY_MS;
+      if (event.id !== null) {
+        state.events.lastEventId = event.id;
+      }
+      takeAppEvent(event);
+    }
+  })()
+    .catch((err) => {
+      if (!abort.signal.aborted) {
+        record("apps-event", "stream failed: " + err.message);
+        renderHealth({ ok: false, error: "events stream lost, reconnecting" });
+      }
+    })
+    .finally(retry);
+}
+
+/** Opens the events stream again at once (a new token, the page visible again). */
+export function reconnectAppEvents() {
+  eventsDelay = EVENTS_RETRY_MS;
+  followAppEvents();
 }
 
 /** The panel's own controls. */

@@ -1,16 +1,16 @@
 // mcpapp host page: the entry module. It wires the parts together and starts them: the apps
 // panel (apps-panel.js), the chat (chat.js), app views (views.js, with the view protocol in
 // view-bridge.js), what the next turn carries (ui-events.js), elicitation forms
-// (elicitation.js), the theme (theme.js) and the token (api.js, notices.js); then it polls the
-// apps and exposes a read-only debug hook.
+// (elicitation.js), the theme (theme.js) and the token (api.js, notices.js); then it follows
+// the apps' events and exposes a read-only debug hook.
 "use strict";
 
 import { captureToken, setToken } from "./api.js";
-import { refreshApps, wireAppsPanel } from "./apps-panel.js";
+import { followAppEvents, reconnectAppEvents, refreshApps, wireAppsPanel } from "./apps-panel.js";
 import { showSession, wireChat } from "./chat.js";
 import { $ } from "./dom.js";
 import { showTokenForm } from "./notices.js";
-import { POLL_MS, state } from "./state.js";
+import { state } from "./state.js";
 import { applyTheme, initialTheme, wireTheme } from "./theme.js";
 import { wirePending, wireShape } from "./ui-events.js";
 import { closeClients, leaveFullscreen, routeMessage } from "./views.js";
@@ -31,6 +31,7 @@ function wire() {
     $("#token-input").value = "";
     state.details.clear();
     refreshApps();
+    reconnectAppEvents();
   });
   wireTheme();
   wireAppsPanel();
@@ -38,17 +39,14 @@ function wire() {
   wirePending();
 }
 
-function poll() {
-  const tick = async () => {
-    if (!document.hidden) {
-      await refreshApps();
-    }
-    setTimeout(tick, POLL_MS);
-  };
-  tick();
+function follow() {
+  // The stream's `ready` event reads the apps, and every change after it does again.
+  followAppEvents();
   document.addEventListener("visibilitychange", () => {
-    if (!document.hidden) {
-      refreshApps();
+    // A stream may have died quietly while the page was in the background (a suspended
+    // laptop): a visible page opens it again without waiting for the backoff.
+    if (!document.hidden && !state.events.connected) {
+      reconnectAppEvents();
     }
   });
 }
@@ -57,7 +55,7 @@ captureToken();
 wire();
 applyTheme(initialTheme());
 showSession();
-poll();
+follow();
 
 // A read-only window on the page's state for debugging and the browser tests.
 Object.defineProperty(window, "mcpappHost", {
@@ -67,5 +65,6 @@ Object.defineProperty(window, "mcpappHost", {
     log: () => state.log.slice(),
     toolIndex: () => Array.from(state.toolIndex.keys()),
     pendingEvents: () => wireShape(state.appEvents),
+    appsEvents: () => ({ connected: state.events.connected, lastEventId: state.events.lastEventId }),
   }),
 });

@@ -5,8 +5,10 @@
 import { randomId } from "./dom.js";
 
 export const HOST_INFO = { name: "mcpapp", version: "0.1.0" };
-/** How often the apps panel refreshes while the page is visible. */
-export const POLL_MS = 2500;
+/** The first wait before the apps panel reconnects to /apps/events; it doubles up to the cap. */
+export const EVENTS_RETRY_MS = 500;
+/** The longest wait before the apps panel reconnects to /apps/events. */
+export const EVENTS_RETRY_MAX_MS = 30000;
 /** UI events kept for the next chat turn, at most. */
 export const MAX_APP_EVENTS = 20;
 /** Messages from views waiting for the chat, at most. */
@@ -30,6 +32,10 @@ export const state = {
   queue: [],
   log: [],
   unauthorized: false,
+  // The warnings and errors of the last reload (from /apps/events), shown with the apps.
+  reloadDiagnostics: [],
+  // The /apps/events stream: whether it is open, and the id of the last event seen.
+  events: { connected: false, lastEventId: null },
 };
 
 /** Adds a line to the page's protocol log (bounded). */

@@ -251,24 +251,16 @@ pub(crate) async fn control(
     ))
 }
 
-/// `POST /apps/reload`: discovers again and applies the difference.
+/// `POST /apps/reload`: reads the configuration again, discovers again and applies the
+/// difference (the same reload the file watcher runs).
 pub(crate) async fn reload(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let discovery = state.parts.discovery.clone().ok_or_else(|| {
+    let reloader = state.reloader.clone().ok_or_else(|| {
         ApiError::Unavailable(
             "reload is not available: the gateway was started without discovery".into(),
         )
     })?;
-    let report = tokio::task::spawn_blocking(move || discovery.scan())
-        .await
-        .map_err(|e| ApiError::Unavailable(format!("discovery failed: {e}")))?;
-    let summary = state.parts.supervisor.reload(&report).await;
-    Ok(Json(json!({
-        "added": summary.added,
-        "removed": summary.removed,
-        "changed": summary.changed,
-        "unchanged": summary.unchanged,
-        "diagnostics": report.diagnostics,
-    })))
+    let outcome = reloader.reload(crate::reload::Trigger::Api, true).await;
+    Ok(Json(serde_json::to_value(outcome).unwrap_or_default()))
 }
 
 /// The query of `/apps/health`.

@@ -91,6 +91,10 @@ pub struct GatewaySettings {
     /// `http://` and the sandbox listener's address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_origin: Option<String>,
+    /// Watch the discovery paths and the configuration file and apply changes as they happen
+    /// (hot reload); default true for `mcpapp-gateway serve`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<bool>,
 }
 
 /// How a listener treats its connections (see [`serve`](crate::serve)).

@@ -12,11 +12,13 @@ use mcpapp_agent::{Agent, AgentConfig, ChatModel, OfflineModel};
 use mcpapp_bridge::{AppToolSync, ToolRegistry};
 use mcpapp_discovery::{Discovery, DiscoveryReport};
 use mcpapp_supervisor::{Keeper, SupervisionPolicy, Supervisor, SupervisorMetrics};
-use tokio::sync::watch;
-use tracing::info;
+use tokio::sync::watch as signal;
+use tracing::{info, warn};
 
 use crate::config::{GatewaySettings, HostConfig};
 use crate::elicitation::ElicitationBroker;
+use crate::reload::ConfigSource;
+use crate::reload::watch::{self, FileWatcher};
 use crate::replica::replica_name_problem;
 use crate::security::{ExposureError, check_exposure, is_web_origin};
 use crate::state::HostParts;
@@ -90,6 +92,8 @@ pub struct GatewayBuilder {
     policy: Option<SupervisionPolicy>,
     drain: Duration,
     configure: Option<ConfigureHost>,
+    watch: bool,
+    source: Option<ConfigSource>,
 }
 
 /// A last change to the host's configuration (see [`GatewayBuilder::configure_host`]).
@@ -147,6 +151,22 @@ impl GatewayBuilder {
     /// How long open connections may delay shutdown (default 5 s).
     pub fn drain(mut self, drain: Duration) -> Self {
         self.drain = drain;
+        self
+    }
+
+    /// Whether to watch the discovery paths (and the configuration file of
+    /// [`GatewayBuilder::config_source`]) and apply changes as they happen; `Gateway.Watch`
+    /// overrides it. Off by default; `mcpapp-gateway serve` turns it on.
+    pub fn watch(mut self, watch: bool) -> Self {
+        self.watch = watch;
+        self
+    }
+
+    /// Where the configuration came from: reloads (`POST /apps/reload` and the watcher) read
+    /// it again and apply its difference; a file that cannot be read or applied keeps the
+    /// last good configuration. Without it, reloads scan with the builder's discovery.
+    pub fn config_source(mut self, source: ConfigSource) -> Self {
+        self.source = Some(source);
         self
     }
 
@@ -260,17 +280,26 @@ impl GatewayBuilder {
                     .collect()
             })
         };
-        let parts = HostParts::new(supervisor.clone(), registry.clone(), agent)
-            .with_discovery(self.discovery)
+        let mut parts = HostParts::new(supervisor.clone(), registry.clone(), agent)
+            .with_discovery(self.discovery);
+        if let Some(source) = self.source {
+            parts = parts.with_config_source(source);
+        }
+        let parts = parts
             .with_diagnostics(diagnostics)
             .with_elicitations(elicitations);
         let limits = config.connections;
         let host = Host::with_metrics(parts, config, metrics);
+        if let Some(reloader) = host.reloader() {
+            reloader
+                .started_with(report.clone(), settings.clone())
+                .await;
+        }
         // Apps start in the background; the endpoints answer at once. Loaded before the
         // listeners serve, so that `GET /readyz` never sees an empty list as ready.
         supervisor.load(&report);
-        let (stop, stopped) = watch::channel(false);
-        let until_stopped = |mut stopped: watch::Receiver<bool>| async move {
+        let (stop, stopped) = signal::channel(false);
+        let until_stopped = |mut stopped: signal::Receiver<bool>| async move {
             let _ = stopped.wait_for(|s| *s).await;
         };
         let main = tokio::spawn(serve(
@@ -287,6 +316,19 @@ impl GatewayBuilder {
             until_stopped(stopped),
             self.drain,
         ));
+        let watcher = match host.reloader() {
+            Some(reloader) if settings.watch.unwrap_or(self.watch) => {
+                match watch::start(reloader.clone()).await {
+                    Ok(watcher) => Some(watcher),
+                    // Without a watcher the gateway still serves, and POST /apps/reload works.
+                    Err(err) => {
+                        warn!("{err}; changes apply only on POST /apps/reload");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
         info!(
             "mcpapp gateway listening on http://{local} (open http://{local}/ in a browser); app views are sandboxed on http://{sandbox_local}"
         );
@@ -300,6 +342,7 @@ impl GatewayBuilder {
             report,
             stop,
             servers: vec![main, sandbox],
+            watcher,
         })
     }
 }
@@ -358,8 +401,9 @@ pub struct Gateway {
     sync: Arc<AppToolSync>,
     host: Host,
     report: DiscoveryReport,
-    stop: watch::Sender<bool>,
+    stop: signal::Sender<bool>,
     servers: Vec<tokio::task::JoinHandle<()>>,
+    watcher: Option<FileWatcher>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -384,6 +428,8 @@ impl Gateway {
             policy: None,
             drain: DEFAULT_DRAIN,
             configure: None,
+            watch: false,
+            source: None,
         }
     }
 
@@ -429,6 +475,8 @@ impl Gateway {
     /// stop, the registry is emptied.
     pub async fn shutdown(self) {
         info!("shutting down");
+        // No reload may start apps while they are being stopped.
+        drop(self.watcher);
         self.host.begin_shutdown();
         let _ = self.stop.send(true);
         for server in self.servers {

@@ -7,7 +7,8 @@
 //! | `GET /apps/health` | `{"ok","name","mcp","sandbox"}`: the app a browser host should show (`?appId=` picks one) |
 //! | `GET /apps` | every discovered app: lifecycle, errors, counts, restarts, UI, its `mcp` URL |
 //! | `GET /apps/{id}` | one app with its tools, resources, templates, prompts, the stderr tails of its current and previous run, and its open browser sessions |
-//! | `POST /apps/{id}/start`, `/stop`, `/restart`, `POST /apps/reload` | control |
+//! | `POST /apps/{id}/start`, `/stop`, `/restart`, `POST /apps/reload` | control (reload reads the configuration file again and applies the difference) |
+//! | `GET /apps/events` | lifecycle, list, added/removed and reload events as server-sent events (see docs/operations.md) |
 //! | `POST /apps/chat` | a chat turn as server-sent events (with the elicitations of its calls) |
 //! | `POST /apps/chat/elicitation/{id}` | the page's answer to an elicitation of the agent's call |
 //! | `/apps/mcp/{appId}` | Streamable HTTP MCP for app views, sharing the app's upstream session |
@@ -59,12 +60,14 @@ mod config;
 mod csp;
 mod elicitation;
 mod error;
+mod events;
 mod gateway;
 mod health;
 mod intake;
 mod mcp;
 mod metrics;
 mod proxy;
+mod reload;
 mod replica;
 mod security;
 mod serve;
@@ -85,6 +88,7 @@ pub use config::{
 pub use csp::{ViewPolicy, sanitize_origin, view_policy};
 pub use elicitation::ElicitationBroker;
 pub use gateway::{DEFAULT_BIND, DEFAULT_DRAIN, Gateway, GatewayBuilder, StartError};
+pub use reload::{ConfigSource, LoadedConfig};
 pub use security::{ExposureError, check_exposure};
 pub use serve::serve;
 pub use state::{DiagnosticsFn, HostParts};
@@ -133,6 +137,15 @@ impl Host {
         );
         let shutdown = tokio_util::sync::CancellationToken::new();
         metrics::register(&mut registry, parts.supervisor.clone(), sessions.clone());
+        let events = events::AppEvents::new(parts.supervisor.clone(), shutdown.clone());
+        let reloader = parts.discovery.clone().map(|discovery| {
+            reload::Reloader::new(
+                parts.supervisor.clone(),
+                discovery,
+                parts.config_source.clone(),
+                events.clone(),
+            )
+        });
         Self {
             state: state::AppState {
                 parts,
@@ -142,6 +155,8 @@ impl Host {
                 views: views::ViewStore::default(),
                 metrics: Arc::new(registry),
                 shutdown: shutdown.clone(),
+                events,
+                reloader,
             },
             shutdown,
         }
@@ -169,6 +184,7 @@ impl Host {
             .route("/apps/health", get(apps::health))
             .route("/apps", get(apps::list))
             .route("/apps/reload", post(apps::reload))
+            .route("/apps/events", get(events::stream))
             .route("/apps/chat", post(chat::chat))
             .route("/apps/chat/elicitation/{id}", post(elicitation::answer))
             .route("/apps/{id}", get(apps::detail))
@@ -219,6 +235,11 @@ impl Host {
             replica,
             replica::name_replica,
         ))
+    }
+
+    /// The reloader, when the parts have a discovery.
+    pub(crate) fn reloader(&self) -> Option<&reload::Reloader> {
+        self.state.reloader.as_ref()
     }
 
     /// The sandbox router, for the second listener (a different origin): only

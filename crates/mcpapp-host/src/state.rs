@@ -10,7 +10,9 @@ use serde_json::Value;
 
 use crate::config::HostConfig;
 use crate::elicitation::ElicitationBroker;
+use crate::events::AppEvents;
 use crate::proxy::ProxySessions;
+use crate::reload::{ConfigSource, Reloader};
 use crate::views::ViewStore;
 
 /// Produces extra diagnostics to show in `GET /apps` (for example tool-name collisions).
@@ -28,6 +30,9 @@ pub struct HostParts {
     pub agent: Agent,
     /// Discovery to run again on `POST /apps/reload`; without it reload is refused.
     pub discovery: Option<Discovery>,
+    /// Where the configuration came from, so a reload reads it again; without it a reload
+    /// scans with `discovery` as it is.
+    pub config_source: Option<ConfigSource>,
     /// Extra diagnostics for `GET /apps`.
     pub diagnostics: Option<DiagnosticsFn>,
     /// Asks chat pages the elicitations of the agent's calls; it must also be the
@@ -49,6 +54,7 @@ impl HostParts {
             registry,
             agent,
             discovery: None,
+            config_source: None,
             diagnostics: None,
             elicitations: ElicitationBroker::new(),
         }
@@ -58,6 +64,13 @@ impl HostParts {
     #[must_use]
     pub fn with_discovery(mut self, discovery: Discovery) -> Self {
         self.discovery = Some(discovery);
+        self
+    }
+
+    /// Makes reloads read the configuration from `source` again (with [`HostParts::with_discovery`]).
+    #[must_use]
+    pub fn with_config_source(mut self, source: ConfigSource) -> Self {
+        self.config_source = Some(source);
         self
     }
 
@@ -89,4 +102,8 @@ pub(crate) struct AppState {
     pub(crate) metrics: crate::metrics::SharedRegistry,
     /// Cancelled when shutdown begins (`GET /readyz` then says so).
     pub(crate) shutdown: tokio_util::sync::CancellationToken,
+    /// What `GET /apps/events` streams.
+    pub(crate) events: AppEvents,
+    /// Reloads, when the parts have a discovery.
+    pub(crate) reloader: Option<Reloader>,
 }

@@ -7,20 +7,26 @@
 //! the page shows the apps, that asking the chat for the grocery dashboard renders it, that the
 //! view works over the shared session (adjust, refresh, a refused model-only tool), that it is
 //! isolated (another origin, CSP), and that ui/message, theme changes, the "run" action and
-//! teardown work. Every wait is a bounded poll on a condition.
+//! teardown work; then, on a page of its own, that a real MCP Apps host built on the official
+//! ext-apps AppBridge (`appbridge.rs`) renders the dashboard through `/mcp` and that the view's
+//! buttons reach the app through it. Every wait is a bounded poll on a condition.
 //!
 //! Saves `target/e2e/host-page.png` (the whole page with the dashboard rendered),
 //! `host-page-window.png` (the window, the view in sight; `--update-docs-screenshot` copies it
-//! to `docs/host-page.png`) and `host-page-dark.png`. On failure it saves `failure.png`, the browser console and the
+//! to `docs/host-page.png`), `host-page-dark.png` and `appbridge-host.png` (the AppBridge
+//! test host with the dashboard). On failure it saves `failure.png`, the browser console and the
 //! page's protocol log next to it and prints where they are. Needs `/usr/bin/chromium` and
 //! `/usr/bin/chromedriver` (Debian's `chromium` and `chromium-driver`; `MCPAPP_CHROMIUM` and
-//! `MCPAPP_CHROMEDRIVER` override the paths).
+//! `MCPAPP_CHROMEDRIVER` override the paths), and `npm` with the conformance kit for the
+//! AppBridge test host's packages and Node.
 //!
 //! `driver.rs` is the browser plumbing (chromedriver, WebDriver commands, bounded waits,
 //! frames, screenshots, failure artefacts); `checks/` holds the checks, with the JavaScript
 //! they run inside views in files of their own; `origins.rs` the loopback servers the CSP
-//! check fetches from.
+//! check fetches from; `appbridge.rs` the AppBridge test host (npm install, bundle, its two
+//! origins).
 
+mod appbridge;
 mod checks;
 mod driver;
 mod origins;
@@ -51,6 +57,8 @@ pub(super) struct Ctx {
     out: PathBuf,
     /// The fixture-app binary, for a direct client to compare with.
     fixture: PathBuf,
+    /// The AppBridge test host's origins.
+    appbridge: appbridge::Served,
 }
 
 pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
@@ -63,6 +71,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     let chromium = tool_path("MCPAPP_CHROMIUM", "/usr/bin/chromium")?;
     let driver = tool_path("MCPAPP_CHROMEDRIVER", "/usr/bin/chromedriver")?;
     stack::build(root)?;
+    let bundle = appbridge::prepare(root)?;
     let target = target_dir(root);
     let out = target.join("e2e");
     if out.exists() {
@@ -78,6 +87,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     let declared = runtime.block_on(Probe::start("declared"))?;
     let undeclared = runtime.block_on(Probe::start("undeclared"))?;
+    let prepared_in = bundle.prepared_in;
+    let installed = bundle.installed;
+    let test_host = runtime.block_on(appbridge::serve(bundle))?;
     let stack = stack::start(
         root,
         &StackOptions {
@@ -85,6 +97,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
             logs: &logs,
             grocery_options: &["--csp-connect-domain", &declared.origin],
             token: Some(TOKEN),
+            // The AppBridge test host calls /mcp from its own origin, as an operator would
+            // allow an external MCP Apps host page.
+            allowed_origins: &[&test_host.page_origin],
         },
     )?;
     let bearer = format!("Bearer {TOKEN}");
@@ -112,6 +127,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         undeclared,
         out: out.clone(),
         fixture: target.join("debug/fixture-app"),
+        appbridge: test_host,
     };
 
     println!("\n==> starting chromedriver and headless Chromium");
@@ -150,6 +166,15 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         println!("updated {}", docs.display());
     }
     println!("\nscreenshot: {}", screenshot.display());
+    println!(
+        "AppBridge test host: {:.1} s to {} and bundle",
+        prepared_in.as_secs_f64(),
+        if installed {
+            "install"
+        } else {
+            "check the install"
+        }
+    );
     println!("e2e took {:.1} s in all", started.elapsed().as_secs_f64());
     println!("e2e: {} passed, 0 failed", checks.passed);
     Ok(())

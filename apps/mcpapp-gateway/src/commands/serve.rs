@@ -27,6 +27,9 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let mut builder = Gateway::builder(loaded.discovery)
         .settings(loaded.gateway)
+        .config_source(loaded.source)
+        // Hot reload; `Gateway.Watch: false` turns it off.
+        .watch(true)
         .token(std::env::var("MCPAPP_TOKEN").ok())
         .model(mcpapp_agent::model_from_env()?)
         .drain(DRAIN);
@@ -64,7 +67,15 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         let _ = writeln!(stdout, "sandbox on http://{}", gateway.sandbox_addr());
         let _ = stdout.flush();
     }
-    shutdown_signal().await;
+    // The apps settle in the background; the report of it gives way to a signal.
+    // A terminal that can draw: stderr is one, and TERM is set and not `dumb`.
+    let terminal = !indicatif::ProgressDrawTarget::stderr().is_hidden();
+    let signal = shutdown_signal();
+    tokio::pin!(signal);
+    tokio::select! {
+        () = super::settle::report(gateway.supervisor(), terminal) => signal.await,
+        () = &mut signal => crate::progress::deactivate(),
+    }
     gateway.shutdown().await;
     Ok(ExitCode::SUCCESS)
 }

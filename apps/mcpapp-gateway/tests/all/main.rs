@@ -3,8 +3,10 @@
 // Test helpers may panic: a panic is a failed test with a clear location.
 #![allow(clippy::unwrap_used)]
 
+mod cli;
 mod deploy;
 mod discover;
+mod reload;
 mod serve;
 mod validate;
 

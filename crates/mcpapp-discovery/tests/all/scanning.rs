@@ -323,3 +323,34 @@ fn entries_that_match_no_app_are_warned_about() {
         ]
     );
 }
+
+#[test]
+fn roots_are_the_resolved_discovery_paths_whether_they_exist_or_not() {
+    let tree = Tree::new();
+    let config = McpAppsConfig {
+        discovery_paths: vec![
+            "apps".into(),
+            "./later/apps".into(),
+            "env:MCPAPP_TEST_UNSET_ROOT".into(),
+        ],
+        ..enabled()
+    };
+    let discovery = Discovery::builder(config.clone())
+        .base_dir(tree.root())
+        .env_lookup(|_| None)
+        .build()
+        .unwrap();
+    // The unusable `env:` path is left out: the scan reports it.
+    assert_eq!(
+        discovery.roots(),
+        vec![tree.path("apps"), tree.path("later/apps")]
+    );
+    let disabled = Discovery::builder(McpAppsConfig {
+        enabled: false,
+        ..config
+    })
+    .base_dir(tree.root())
+    .build()
+    .unwrap();
+    assert!(disabled.roots().is_empty());
+}

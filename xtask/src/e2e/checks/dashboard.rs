@@ -69,6 +69,42 @@ pub(super) async fn open_page(
     })
     .await?;
     checks.pass("the apps panel shows both apps Running, with counts and health");
+
+    // The panel follows /apps/events (no polling): a restart reaches it as lifecycle events.
+    wait_js(
+        client,
+        "the apps panel's event stream",
+        "return window.mcpappHost.appsEvents().connected;",
+        |v| v == true,
+    )
+    .await?;
+    // Restarted behind the page's back: only the stream can tell it.
+    let restart = http::request(
+        "POST",
+        &format!("{}/apps/fixture-stdio/restart", ctx.base),
+        &[("Authorization", &format!("Bearer {TOKEN}"))],
+        Some(""),
+    )?;
+    ensure!(restart.status == 202, "restart answered {}", restart.status);
+    wait_js(
+        client,
+        "the restart's lifecycle events in the page",
+        "return window.mcpappHost.log().filter(e => e.kind === 'apps-event' \
+           && e.text === 'lifecycle fixture-stdio').length;",
+        |v| v.as_u64().is_some_and(|n| n >= 2),
+    )
+    .await?;
+    wait_js(
+        client,
+        "fixture-stdio to show as Running again",
+        "const e = document.querySelector('[data-app-id=\"fixture-stdio\"]'); \
+         return e ? e.dataset.lifecycle : null;",
+        |v| v == "Running",
+    )
+    .await?;
+    checks.pass(
+        "the apps panel follows /apps/events: a restart by the API reaches it as lifecycle events",
+    );
     Ok(())
 }
 
@@ -675,7 +711,7 @@ pub(super) async fn teardown(client: &Client, id: &str, checks: &mut Checks) -> 
     Ok(())
 }
 
-fn grocery_quantity(ctx: &Ctx, store: u32, product: u32) -> anyhow::Result<i64> {
+pub(super) fn grocery_quantity(ctx: &Ctx, store: u32, product: u32) -> anyhow::Result<i64> {
     let item = http::request(
         "GET",
         &format!("{}/api/inventory/{store}/{product}", ctx.grocery_api),

@@ -1,7 +1,9 @@
 //! The checks of `cargo xtask e2e`, in the order they run: the grocery dashboard from the
 //! chat (`dashboard.rs`), the fixture app's whole results, UI events and elicitations
-//! (`fixture.rs`), then a clean browser console.
+//! (`fixture.rs`), a clean browser console, then the AppBridge test host on `/mcp`
+//! (`appbridge.rs`).
 
+mod appbridge;
 mod dashboard;
 mod fixture;
 
@@ -44,7 +46,9 @@ pub(super) async fn run_all(client: &Client, ctx: &Ctx, checks: &mut Checks) -> 
     fixture::forms(ctx, client, checks).await?;
     fixture::elicit_from_view(client, &media, checks).await?;
     fixture::elicit_from_agent(client, checks).await?;
-    console_is_clean(client, ctx, checks).await
+    console_is_clean(client, ctx, checks).await?;
+    // Last, because it leaves the host page for the test host's own.
+    appbridge::host_page(client, ctx, checks).await
 }
 
 /// Saves the browser console and fails on errors the host page caused (the one expected error
