@@ -5,7 +5,8 @@
 //! - `codegen [--check]`: regenerates the committed JSON Schemas under `docs/schema/`; with
 //!   `--check`, fails when they are stale instead.
 //! - `ci`: the steps of `.ci/run` (format check, clippy, tests, the demo's smoke run, the
-//!   conformance run, Chromium installed when missing and running as root, the browser
+//!   conformance run, HAProxy installed when missing and the cluster run, the Kubernetes
+//!   manifests validated, Chromium installed when missing and running as root, the browser
 //!   tests), in the same order.
 //! - `demo [--smoke]`: builds and starts the test apps and the gateway and tours it; with
 //!   `--smoke`, checks the tour and exits (CI runs this).
@@ -17,6 +18,10 @@
 //!   gateway as the client under test; fails on a regression through the gateway unless
 //!   `--report-only`; `--repeat N` runs everything N times to expose races.
 //!   Installs Node and the suite from the npm registry into `target/conformance` (needs npm).
+//! - `cluster`: two `serve` replicas behind Debian's HAProxy with the committed
+//!   `deploy/haproxy/haproxy.cfg`, checking that one chat session's requests stay on one
+//!   replica and that killing it leaves clean errors (`cluster.rs`; `.ci/run` installs
+//!   HAProxy).
 //! - `bench [ARGS]`: runs the criterion benchmarks (release build); extra arguments go to
 //!   the benchmark binaries (e.g. a name filter).
 //! - `bench proxy [--clients N,M,..] [--calls K] [--warmup W] [--apps N] [--repeat R]
@@ -30,6 +35,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 
 mod bench;
+mod cluster;
 mod codegen;
 mod conformance;
 mod demo;
@@ -45,7 +51,7 @@ usage: cargo xtask <task>
 tasks:
   codegen [--check]   regenerate docs/schema/*.json (or check they are current)
   ci                  run the steps of .ci/run: fmt check, clippy, tests, demo smoke,
-                      conformance, e2e
+                      conformance, cluster, kubernetes-validate, e2e
   bench [ARGS]        run the criterion benchmarks (ARGS go to the bench binaries)
   bench proxy [--clients N,M,..] [--calls K] [--warmup W] [--apps N] [--repeat R]
               [--short] [--json FILE]
@@ -55,6 +61,7 @@ tasks:
                       test the host page in headless Chromium (needs chromium, chromium-driver)
   conformance [--report-only] [--repeat N]
                       the MCP conformance suite directly vs through the gateway (needs npm)
+  cluster             two replicas behind HAProxy: affinity, a replica killed (needs haproxy)
 ";
 
 fn main() -> ExitCode {
@@ -84,6 +91,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         "demo" => demo::run(&root, rest),
         "e2e" => e2e::run(&root, rest),
         "conformance" => conformance::run(&root, rest),
+        "cluster" => cluster::run(&root, rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())
@@ -139,8 +147,57 @@ fn ci(root: &Path, args: &[String]) -> anyhow::Result<()> {
     for step in steps {
         util::cargo(root, step)?;
     }
+    ensure_package("haproxy", "/usr/sbin/haproxy", "the cluster test")?;
+    util::cargo(root, &["xtask", "cluster"])?;
+    validate_kubernetes(root)?;
     ensure_browser()?;
     util::cargo(root, &["xtask", "e2e"])
+}
+
+/// A Debian package that a step needs, as `.ci/run` gets it: installed when missing and
+/// running as root, otherwise a clear error saying how.
+fn ensure_package(package: &str, binary: &str, what: &str) -> anyhow::Result<()> {
+    if Path::new(binary).is_file() {
+        return Ok(());
+    }
+    if !nix::unistd::Uid::effective().is_root() {
+        bail!(
+            "{what} needs {package}: as root, run apt-get install -y --no-install-recommends {package}"
+        );
+    }
+    println!("\n==> installing {package}");
+    util::run("apt-get", &["update"], &[])?;
+    util::run(
+        "apt-get",
+        &["install", "-y", "--no-install-recommends", package],
+        &[("DEBIAN_FRONTEND", "noninteractive")],
+    )
+}
+
+/// `deploy/kubernetes/*.yaml` against the Kubernetes schemas, strictly, with
+/// `kubernetes-validate` from PyPI in a venv under `target/` (as `.ci/run` does).
+fn validate_kubernetes(root: &Path) -> anyhow::Result<()> {
+    let venv = root.join("target/k8s-validate");
+    let validate = venv.join("bin/kubernetes-validate");
+    if !validate.is_file() {
+        util::run("python3", &["-m", "venv", &venv.display().to_string()], &[])?;
+        util::run(
+            &venv.join("bin/pip").display().to_string(),
+            &["install", "--quiet", "kubernetes-validate==1.37.0"],
+            &[],
+        )?;
+    }
+    let mut files: Vec<String> = std::fs::read_dir(root.join("deploy/kubernetes"))
+        .context("reading deploy/kubernetes")?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
+        .map(|path| path.display().to_string())
+        .collect();
+    files.sort();
+    let mut args = vec!["--strict"];
+    args.extend(files.iter().map(String::as_str));
+    util::run(&validate.display().to_string(), &args, &[])
 }
 
 /// Chromium and its WebDriver for `e2e`, as `.ci/run` gets them: installed from Debian when

@@ -181,6 +181,13 @@ impl Running {
         let _ = self.child.wait();
     }
 
+    /// Kills the program at once with SIGKILL, as a crash would end it, and reaps it.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.exited();
+    }
+
     /// Waits until the program exits by itself.
     pub(crate) fn wait(&mut self) {
         let _ = self.child.wait();

@@ -3,6 +3,8 @@
 // text/event-stream replies of /apps/chat, /apps/mcp/{appId} and /apps/events.
 "use strict";
 
+import { withAffinity } from "./affinity.js";
+
 const TOKEN_KEY = "mcpapp.token";
 
 /** An HTTP error from the gateway, with the status and the gateway's own message. */
@@ -41,14 +43,14 @@ export function setToken(token) {
   }
 }
 
-/** The headers every gateway request carries, plus `extra`. */
+/** The headers every gateway request carries (the token, the affinity key), plus `extra`. */
 export function authHeaders(extra) {
   const headers = Object.assign({}, extra || {});
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) {
     headers.Authorization = "Bearer " + token;
   }
-  return headers;
+  return withAffinity(headers);
 }
 
 /** Tells the page that the gateway wants a (different) token. */

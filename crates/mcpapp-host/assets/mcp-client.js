@@ -7,6 +7,7 @@
 // call) goes to `onServerRequest`, and its answer is POSTed back on the same session.
 "use strict";
 
+import { withAffinity } from "./affinity.js";
 import { authHeaders, readEventStream, reportUnauthorized } from "./api.js";
 
 /** The MCP protocol version the page asks the gateway for. */
@@ -26,6 +27,7 @@ export class McpProxyClient {
    */
   constructor(appId, sessionId, info) {
     this.appId = appId;
+    this.sessionId = sessionId;
     this.url =
       "/apps/mcp/" + encodeURIComponent(appId) + "?sessionId=" + encodeURIComponent(sessionId);
     this.info = info;
@@ -105,7 +107,7 @@ export class McpProxyClient {
     if (session) {
       fetch(this.url, {
         method: "DELETE",
-        headers: authHeaders({ "Mcp-Session-Id": session }),
+        headers: authHeaders(withAffinity({ "Mcp-Session-Id": session }, this.sessionId)),
         keepalive: true,
       }).catch(() => {});
     }
@@ -157,7 +159,9 @@ export class McpProxyClient {
    * `{sessionGone: true}` when the gateway no longer knows the session.
    */
   async post(message, signal, initializing, opts) {
-    const headers = authHeaders({ "Content-Type": "application/json", Accept: ACCEPT });
+    const headers = authHeaders(
+      withAffinity({ "Content-Type": "application/json", Accept: ACCEPT }, this.sessionId),
+    );
     if (!initializing && this.session) {
       headers["Mcp-Session-Id"] = this.session;
       if (this.protocolVersion) {

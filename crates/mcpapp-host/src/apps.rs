@@ -12,8 +12,12 @@ use serde_json::{Value, json};
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// The base URL a request reached the gateway under (`http://host:port`).
+/// The base URL a request reached the gateway under: `Gateway.PublicOrigin` when the
+/// gateway runs behind a balancer, else `http://` and the request's `Host`.
 pub(crate) fn base_url(headers: &HeaderMap, state: &AppState) -> String {
+    if let Some(origin) = &state.config.public_origin {
+        return origin.clone();
+    }
     let host = headers
         .get(axum::http::header::HOST)
         .and_then(|h| h.to_str().ok())

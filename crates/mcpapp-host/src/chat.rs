@@ -6,13 +6,16 @@
 //! turn is cancelled when the client goes away. Elicitations of the turn's calls come on the
 //! same stream, between those events: `elicitation` (answered with
 //! `POST /apps/chat/elicitation/{id}`) and `elicitation_closed` (see `elicitation/`).
+//!
+//! An `Mcpapp-Affinity` header is the session id (see `replica.rs`); the response's
+//! `Mcpapp-Affinity` names the turn's session id.
 
 use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{StreamExt, stream};
@@ -35,14 +38,34 @@ fn bad_request(message: &str) -> Response {
         .into_response()
 }
 
-pub(crate) async fn chat(State(state): State<AppState>, body: Bytes) -> Response {
+pub(crate) async fn chat(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     if body.iter().all(u8::is_ascii_whitespace) {
         return bad_request("the request body is empty: send {\"message\": \"...\"}");
     }
-    let request: TurnRequest = match serde_json::from_slice(&body) {
+    let mut request: TurnRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(err) => return bad_request(&format!("the request body is not valid JSON: {err}")),
     };
+    // Behind a balancer the affinity key is the session id: a turn without `sessionId`
+    // continues (or starts) the key's session, and one that names another session is
+    // refused, because the balancer routed it by the key and the session may live elsewhere.
+    match crate::replica::affinity_key(&headers) {
+        Err(problem) => return bad_request(&problem),
+        Ok(Some(key)) => match request.session_id.as_deref().map(str::trim) {
+            None | Some("") => request.session_id = Some(key.to_owned()),
+            Some(id) if id == key => {}
+            Some(_) => {
+                return bad_request(
+                    "sessionId and the Mcpapp-Affinity header differ: the affinity key is the chat session id",
+                );
+            }
+        },
+        Ok(None) => {}
+    }
     if let Err(err) = request.prompt() {
         return bad_request(&format!("nothing to say: {err}"));
     }
@@ -51,6 +74,7 @@ pub(crate) async fn chat(State(state): State<AppState>, body: Bytes) -> Response
     // cancelled.
     let guard = cancel.clone().drop_guard();
     let turn = state.parts.agent.run_turn(request, cancel);
+    let session_id = turn.session_id().to_owned();
     // While the turn streams, elicitations of its calls are asked on this stream; the
     // attachment ends with it (a sentinel after the turn's last event ends the merge).
     let (attachment, asks) = state
@@ -73,9 +97,18 @@ pub(crate) async fn chat(State(state): State<AppState>, body: Bytes) -> Response
             let _keep = (&guard, &attachment);
             Ok::<_, Infallible>(Event::default().data(data))
         });
-    Sse::new(events)
+    let mut response = Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
-        .into_response()
+        .into_response();
+    // The key to send from now on, for a client that let the gateway pick the session id.
+    if let Ok(key) = HeaderValue::from_str(&session_id)
+        && crate::replica::is_affinity_key(&session_id)
+    {
+        response
+            .headers_mut()
+            .insert(crate::replica::AFFINITY_HEADER, key);
+    }
+    response
 }
 
 /// How long each app's elicitations may wait for this stream's page.

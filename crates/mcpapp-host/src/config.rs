@@ -76,6 +76,21 @@ pub struct GatewaySettings {
     /// default true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<bool>,
+    /// This replica's name, sent on every response as `Mcpapp-Replica` (visible ASCII, at
+    /// most 64 characters); default: the host name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_name: Option<String>,
+    /// The origin browsers reach the gateway under when it runs behind a balancer or a TLS
+    /// proxy (`https://mcpapp.example.com`): it is allowed as an origin and a host, and the
+    /// URLs the gateway hands out (`mcp`, the view's host origin) use it; default: the origin
+    /// of each request's `Host`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_origin: Option<String>,
+    /// The origin browsers reach the sandbox listener under behind a balancer
+    /// (`https://sandbox.mcpapp.example.com`); it must differ from the page's origin. Default:
+    /// `http://` and the sandbox listener's address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_origin: Option<String>,
     /// Watch the discovery paths and the configuration file and apply changes as they happen
     /// (hot reload); default true for `mcpapp-gateway serve`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -116,8 +131,14 @@ impl Default for ConnectionLimits {
 pub struct HostConfig {
     /// The address the main listener is bound to.
     pub local_addr: SocketAddr,
-    /// The sandbox proxy's origin (`http://HOST:PORT`), shown in `/apps/health`.
+    /// The sandbox proxy's origin as browsers reach it (`http://HOST:PORT`, or
+    /// `Gateway.SandboxOrigin`), shown in `/apps/health`; its host is accepted in `Host`.
     pub sandbox_origin: Option<String>,
+    /// The origin browsers reach the gateway under behind a balancer (`Gateway.PublicOrigin`):
+    /// allowed as an origin and a host, and the base of the URLs the gateway hands out.
+    pub public_origin: Option<String>,
+    /// This replica's name, sent on every response as `Mcpapp-Replica`.
+    pub replica_name: String,
     /// Bearer token required on every route but static assets.
     pub auth_token: Option<String>,
     /// Origins allowed to call the gateway; the gateway's own are always included.
@@ -144,7 +165,8 @@ pub struct HostConfig {
 }
 
 impl HostConfig {
-    /// Defaults for a gateway listening on `local_addr`: no token, its own origins, 4 MiB
+    /// Defaults for a gateway listening on `local_addr`: the host name as the replica's name,
+    /// no public origins, no token, its own origins, 4 MiB
     /// bodies, app visibility enforced, the default [`ConnectionLimits`], 256 browser
     /// sessions per app closed after 30 idle minutes, `GET /metrics` served, elicitations
     /// waiting as long as the app's request timeout.
@@ -152,6 +174,8 @@ impl HostConfig {
         Self {
             local_addr,
             sandbox_origin: None,
+            public_origin: None,
+            replica_name: crate::replica::default_replica_name(),
             auth_token: None,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
@@ -203,6 +227,12 @@ impl HostConfig {
         if let Some(serve) = settings.metrics {
             self.serve_metrics = serve;
         }
+        if let Some(name) = &settings.replica_name {
+            self.replica_name.clone_from(name);
+        }
+        if let Some(origin) = &settings.public_origin {
+            self.public_origin = Some(origin.trim().trim_end_matches('/').to_owned());
+        }
         self
     }
 
@@ -218,6 +248,7 @@ impl HostConfig {
         if !ip.is_loopback() && !ip.is_unspecified() {
             origins.push(format!("http://{}", self.local_addr));
         }
+        origins.extend(self.public_origin.iter().cloned());
         origins
     }
 }

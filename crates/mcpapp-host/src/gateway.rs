@@ -19,7 +19,8 @@ use crate::config::{GatewaySettings, HostConfig};
 use crate::elicitation::ElicitationBroker;
 use crate::reload::ConfigSource;
 use crate::reload::watch::{self, FileWatcher};
-use crate::security::{ExposureError, check_exposure};
+use crate::replica::replica_name_problem;
+use crate::security::{ExposureError, check_exposure, is_web_origin};
 use crate::state::HostParts;
 use crate::{Host, serve};
 
@@ -53,6 +54,27 @@ pub enum StartError {
         /// The I/O error.
         #[source]
         source: std::io::Error,
+    },
+    /// An origin setting is not an `http` or `https` origin.
+    #[error("{setting} '{value}' is not an origin such as https://mcpapp.example.com")]
+    BadOrigin {
+        /// `Gateway.PublicOrigin` or `Gateway.SandboxOrigin`.
+        setting: &'static str,
+        /// The value as given.
+        value: String,
+    },
+    /// The public sandbox origin is the page's own, which would let views reach the page.
+    #[error(
+        "Gateway.SandboxOrigin '{0}' is the same as Gateway.PublicOrigin: app views need an origin of their own"
+    )]
+    SandboxNotIsolated(String),
+    /// `Gateway.ReplicaName` cannot go into a response header.
+    #[error("Gateway.ReplicaName '{value}' is not usable: {reason}")]
+    BadReplicaName {
+        /// The value as given.
+        value: String,
+        /// Why not.
+        reason: &'static str,
     },
     /// Scanning the discovery paths did not finish (its thread panicked or was cancelled).
     #[error("discovery did not finish: {0}")]
@@ -164,6 +186,7 @@ impl GatewayBuilder {
     /// [`StartError`] when an address is refused or cannot be listened on.
     pub async fn start(self) -> Result<Gateway, StartError> {
         let settings = self.settings;
+        check_public_settings(&settings)?;
         let addr = match self.bind {
             Some(addr) => addr,
             None => {
@@ -236,7 +259,13 @@ impl GatewayBuilder {
         let agent = Agent::new(registry.clone(), model, AgentConfig::default());
         let mut config = HostConfig::new(local).with_settings(&settings);
         config.auth_token = token;
-        config.sandbox_origin = Some(format!("http://{sandbox_local}"));
+        config.sandbox_origin = Some(
+            settings
+                .sandbox_origin
+                .as_deref()
+                .map(|origin| origin.trim().trim_end_matches('/').to_owned())
+                .unwrap_or_else(|| format!("http://{sandbox_local}")),
+        );
         if let Some(configure) = self.configure {
             configure(&mut config);
         }
@@ -266,6 +295,9 @@ impl GatewayBuilder {
                 .started_with(report.clone(), settings.clone())
                 .await;
         }
+        // Apps start in the background; the endpoints answer at once. Loaded before the
+        // listeners serve, so that `GET /readyz` never sees an empty list as ready.
+        supervisor.load(&report);
         let (stop, stopped) = signal::channel(false);
         let until_stopped = |mut stopped: signal::Receiver<bool>| async move {
             let _ = stopped.wait_for(|s| *s).await;
@@ -284,8 +316,6 @@ impl GatewayBuilder {
             until_stopped(stopped),
             self.drain,
         ));
-        // Apps start in the background; the endpoints answer at once.
-        supervisor.load(&report);
         let watcher = match host.reloader() {
             Some(reloader) if settings.watch.unwrap_or(self.watch) => {
                 match watch::start(reloader.clone()).await {
@@ -315,6 +345,39 @@ impl GatewayBuilder {
             watcher,
         })
     }
+}
+
+/// Refuses public origins that are not origins, a sandbox origin equal to the page's, and
+/// a replica name that cannot be a header value.
+fn check_public_settings(settings: &GatewaySettings) -> Result<(), StartError> {
+    let trimmed = |origin: &str| origin.trim().trim_end_matches('/').to_ascii_lowercase();
+    for (setting, value) in [
+        ("Gateway.PublicOrigin", &settings.public_origin),
+        ("Gateway.SandboxOrigin", &settings.sandbox_origin),
+    ] {
+        if let Some(value) = value
+            && !is_web_origin(&trimmed(value))
+        {
+            return Err(StartError::BadOrigin {
+                setting,
+                value: value.clone(),
+            });
+        }
+    }
+    if let (Some(public), Some(sandbox)) = (&settings.public_origin, &settings.sandbox_origin)
+        && trimmed(public) == trimmed(sandbox)
+    {
+        return Err(StartError::SandboxNotIsolated(sandbox.clone()));
+    }
+    if let Some(name) = &settings.replica_name
+        && let Some(reason) = replica_name_problem(name)
+    {
+        return Err(StartError::BadReplicaName {
+            value: name.clone(),
+            reason,
+        });
+    }
+    Ok(())
 }
 
 fn local_addr(

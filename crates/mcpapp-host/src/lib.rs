@@ -13,12 +13,17 @@
 //! | `POST /apps/chat/elicitation/{id}` | the page's answer to an elicitation of the agent's call |
 //! | `/apps/mcp/{appId}` | Streamable HTTP MCP for app views, sharing the app's upstream session |
 //! | `/mcp` | one MCP server with every app's tools, resources, templates, prompts and completions, for external clients and MCP Apps hosts |
+//! | `GET /healthz`, `GET /readyz` | probes without the token: the process serves; every app has settled (else 503 naming the unsettled ones) |
 //! | `GET /metrics` | the gateway's series in the Prometheus text format (`Gateway.Metrics`, on by default; see docs/operations.md) |
 //!
 //! The sandbox listener ([`Host::sandbox_router`], a second port and so another origin)
 //! serves only `/sandbox.html?view=TOKEN`: the outer frame of an app view, with the view's CSP
 //! as a header. The page (`assets/`, hand-written ES modules embedded in the binary) speaks the
 //! MCP Apps view protocol to views; `docs/architecture.md` describes it.
+//!
+//! Every response names the replica that gave it (`Mcpapp-Replica`, `Gateway.ReplicaName`);
+//! the chat session id, sent as `Mcpapp-Affinity`, is the key balancers route replicas by
+//! (see `replica.rs` and docs/operations.md).
 //!
 //! Every route checks `Host` and `Origin` against DNS rebinding, answers CORS for the allowed
 //! origins, requires the bearer token when one is configured, and refuses bodies over the
@@ -57,11 +62,13 @@ mod elicitation;
 mod error;
 mod events;
 mod gateway;
+mod health;
 mod intake;
 mod mcp;
 mod metrics;
 mod proxy;
 mod reload;
+mod replica;
 mod security;
 mod serve;
 mod state;
@@ -147,6 +154,7 @@ impl Host {
                 mcp: Arc::new(mcp::McpEndpoint::new(mcp_sessions, shutdown.clone())),
                 views: views::ViewStore::default(),
                 metrics: Arc::new(registry),
+                shutdown: shutdown.clone(),
                 events,
                 reloader,
             },
@@ -162,7 +170,10 @@ impl Host {
         self.shutdown.cancel();
     }
 
-    /// The main router: the host page, the JSON routes, the per-app proxy and `/mcp`.
+    /// The main router: the host page, the JSON routes, the per-app proxy and `/mcp`. When
+    /// both public origins are configured and name different hosts, requests whose `Host`
+    /// is the sandbox's are served by the sandbox router instead (one port for both origins
+    /// behind a balancer).
     pub fn router(&self) -> Router {
         let config = self.state.config.clone();
         let mut api = Router::new();
@@ -198,14 +209,32 @@ impl Host {
             ));
         // The page and its assets are public: they hold no data, and the page asks for the
         // token when the gateway needs one.
+        // The probes are public too (kubelet and balancers send no token); what they say is
+        // in health.rs.
         let assets = Router::new()
             .route("/", get(views::page))
             .route("/assets/{file}", get(views::asset))
+            .route("/healthz", get(health::healthz))
+            .route("/readyz", get(health::readyz))
             .with_state(self.state.clone());
+        let replica = replica::replica_header_value(&config.replica_name);
+        let sandbox = security::SandboxByHost::new(&config, self.sandbox_router());
         let access = security::Access::new(config);
-        api.merge(assets).layer(security::cors(&access)).layer(
+        let main = api.merge(assets).layer(security::cors(&access)).layer(
             axum::middleware::from_fn_with_state(access, security::guard),
-        )
+        );
+        // Behind a balancer the sandbox's public name may point at this listener too.
+        let main = match sandbox {
+            Some(sandbox) => main.layer(axum::middleware::from_fn_with_state(
+                Arc::new(sandbox),
+                security::sandbox_by_host,
+            )),
+            None => main,
+        };
+        main.layer(axum::middleware::from_fn_with_state(
+            replica,
+            replica::name_replica,
+        ))
     }
 
     /// The reloader, when the parts have a discovery.
@@ -221,12 +250,17 @@ impl Host {
         // origins; only the Host check applies.
         config.auth_token = None;
         config.allowed_origins.clear();
+        let replica = replica::replica_header_value(&config.replica_name);
         Router::new()
             .route("/sandbox.html", get(views::sandbox))
             .with_state(self.state.views.clone())
             .layer(axum::middleware::from_fn_with_state(
                 security::Access::new(Arc::new(config)),
                 security::guard_host,
+            ))
+            .layer(axum::middleware::from_fn_with_state(
+                replica,
+                replica::name_replica,
             ))
     }
 }

@@ -128,7 +128,66 @@ fn host_allowed(config: &HostConfig, host: &HostPart) -> bool {
         .any(|allowed| configured_host(allowed).is_some_and(|allowed| allowed == *host));
     let bound =
         !config.local_addr.ip().is_unspecified() && *host == HostPart::Ip(config.local_addr.ip());
-    loopback || listed || bound
+    // The names browsers use behind a balancer are this gateway's names too.
+    let public = [&config.public_origin, &config.sandbox_origin]
+        .into_iter()
+        .flatten()
+        .any(|origin| origin_host(origin).is_some_and(|public| public == *host));
+    loopback || listed || bound || public
+}
+
+/// The host of an origin such as `https://mcpapp.example.com:8443`.
+fn origin_host(origin: &str) -> Option<HostPart> {
+    let (_, authority) = origin.split_once("://")?;
+    parse_authority(authority).map(|authority| authority.host)
+}
+
+/// The host a request names in `Host` (parsed strictly), if any.
+fn request_host(request: &Request) -> Option<HostPart> {
+    let host = single_header(request, &header::HOST).ok().flatten()?;
+    parse_authority(host).map(|authority| authority.host)
+}
+
+/// Whether a request to the main listener is for the sandbox: its `Host` names the public
+/// sandbox origin's host, which is not the page's (see [`SandboxByHost`]).
+pub(crate) struct SandboxByHost {
+    host: HostPart,
+    router: axum::Router,
+}
+
+impl SandboxByHost {
+    /// Serving the sandbox by name on the main listener makes sense only when both public
+    /// origins are configured and name different hosts: then one port (one balancer target)
+    /// serves both origins, and the browser still sees two.
+    pub(crate) fn new(config: &HostConfig, router: axum::Router) -> Option<Self> {
+        let page = origin_host(config.public_origin.as_deref()?)?;
+        let host = origin_host(config.sandbox_origin.as_deref()?)?;
+        (host != page).then_some(Self { host, router })
+    }
+}
+
+/// Sends requests for the sandbox's host to the sandbox router, so that no route of the page
+/// answers under the sandbox's origin; everything else goes on as usual.
+pub(crate) async fn sandbox_by_host(
+    State(sandbox): State<Arc<SandboxByHost>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request_host(&request).is_some_and(|host| host == sandbox.host) {
+        use tower::ServiceExt;
+        return match sandbox.router.clone().oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+    }
+    next.run(request).await
+}
+
+/// Whether `text` is an `http` or `https` origin (`scheme://host[:port]`, nothing after),
+/// which is what `Gateway.PublicOrigin` and `Gateway.SandboxOrigin` must be.
+pub(crate) fn is_web_origin(text: &str) -> bool {
+    canonical_origin(text)
+        .is_some_and(|origin| origin.starts_with("http://") || origin.starts_with("https://"))
 }
 
 /// A configured `AllowedHosts` entry: a name, an IPv4 address, or an IPv6 address with or
@@ -379,8 +438,13 @@ pub(crate) fn cors(access: &Access) -> CorsLayer {
             crate::streamable::PROTOCOL_HEADER,
             crate::streamable::SESSION_HEADER,
             crate::streamable::LAST_EVENT_ID_HEADER,
+            crate::replica::AFFINITY_HEADER,
         ])
-        .expose_headers([crate::streamable::SESSION_HEADER])
+        .expose_headers([
+            crate::streamable::SESSION_HEADER,
+            crate::replica::REPLICA_HEADER,
+            crate::replica::AFFINITY_HEADER,
+        ])
         .max_age(std::time::Duration::from_secs(3600))
 }
 

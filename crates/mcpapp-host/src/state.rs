@@ -100,6 +100,8 @@ pub(crate) struct AppState {
     pub(crate) views: ViewStore,
     /// What `GET /metrics` renders.
     pub(crate) metrics: crate::metrics::SharedRegistry,
+    /// Cancelled when shutdown begins (`GET /readyz` then says so).
+    pub(crate) shutdown: tokio_util::sync::CancellationToken,
     /// What `GET /apps/events` streams.
     pub(crate) events: AppEvents,
     /// Reloads, when the parts have a discovery.

@@ -40,7 +40,7 @@ macro_rules! script {
 /// The page's scripts and styles, served under `/assets/`. The scripts are hand-written ES
 /// modules: nothing is built, so the Rust build never needs Node. `host.js` is the entry; the
 /// others are its modules (`docs/architecture.md` says what each holds).
-const ASSETS: [(&str, &str, &str); 16] = [
+const ASSETS: [(&str, &str, &str); 17] = [
     script!("host.js"),
     script!("state.js"),
     script!("dom.js"),
@@ -54,6 +54,7 @@ const ASSETS: [(&str, &str, &str); 16] = [
     script!("chat.js"),
     script!("elicitation.js"),
     script!("api.js"),
+    script!("affinity.js"),
     script!("mcp-client.js"),
     script!("view-bridge.js"),
     (
@@ -235,8 +236,15 @@ pub(crate) async fn prepare(
     let declares_external = !(policy.connect_domains.is_empty()
         && policy.resource_domains.is_empty()
         && policy.frame_domains.is_empty());
+    // Behind a balancer the sandbox frame must reach this replica, which holds the token; a
+    // frame's URL is all a page can give it, so the affinity key rides along.
+    let affinity = crate::replica::affinity_key(&headers)
+        .ok()
+        .flatten()
+        .map(|key| format!("&{}={key}", crate::replica::AFFINITY_PARAM))
+        .unwrap_or_default();
     Ok(Json(json!({
-        "sandboxUrl": format!("{sandbox_origin}/sandbox.html?view={token}"),
+        "sandboxUrl": format!("{sandbox_origin}/sandbox.html?view={token}{affinity}"),
         "sandboxOrigin": sandbox_origin,
         "csp": csp,
         "allow": policy.allow_attribute(),

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod cli;
+mod deploy;
 mod discover;
 mod reload;
 mod serve;

@@ -14,6 +14,7 @@ mod faithful;
 mod mcp_server;
 mod metrics;
 mod proxy;
+mod replicas;
 mod security;
 mod traces;
 mod views;

@@ -37,11 +37,12 @@ async fn preflight_from_an_allowed_origin_gets_the_mcp_headers() {
             "mcp-protocol-version",
             "mcp-session-id",
             "last-event-id",
+            "mcpapp-affinity",
         ] {
             assert!(allowed.contains(wanted), "{wanted} missing from {allowed}");
         }
     }
-    // Simple requests expose the session header.
+    // Simple requests expose the session header, the replica's name and the affinity key.
     let response = client
         .get(format!("{}/apps", gateway.url))
         .header("Origin", &gateway.url)
@@ -53,7 +54,7 @@ async fn preflight_from_an_allowed_origin_gets_the_mcp_headers() {
             .to_str()
             .unwrap()
             .to_ascii_lowercase(),
-        "mcp-session-id"
+        "mcp-session-id,mcpapp-replica,mcpapp-affinity"
     );
     gateway.shutdown().await;
 }

@@ -1,0 +1,73 @@
+//! `GET /healthz` and `GET /readyz`: probes for process supervisors and balancers.
+//!
+//! Both are answered without the bearer token, because the probes of kubelet, HAProxy and
+//! Docker cannot be given one, and they still pass the `Host` and `Origin` checks every route
+//! passes. So they say nothing a stranger could use: `healthz` that the process serves, and
+//! `readyz` whether every app has settled, naming only the ids and lifecycle states of the
+//! apps that have not. App ids come from manifests and are validated ids; errors, stderr,
+//! paths and tools (which an untrusted app could fill with anything) stay behind the token.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::state::AppState;
+
+/// At most this many unsettled apps are named in a `readyz` answer; the count is always whole.
+const MAX_NAMED: usize = 50;
+
+fn probe_reply(status: StatusCode, body: Value) -> Response {
+    let mut response = (status, Json(body)).into_response();
+    // A cached "ready" would be a lie a moment later.
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// `GET /healthz`: 200 while the process serves requests.
+pub(crate) async fn healthz() -> Response {
+    probe_reply(StatusCode::OK, json!({ "status": "ok" }))
+}
+
+/// `GET /readyz`: 200 when every app has settled (running, failed, stopped or disabled);
+/// 503 while some are still starting, naming them, and once shutdown has begun, so a
+/// balancer stops sending new sessions to a replica that is going away.
+pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
+    if state.shutdown.is_cancelled() {
+        return probe_reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({ "status": "stopping" }),
+        );
+    }
+    let apps = state.parts.supervisor.list();
+    let unsettled: Vec<_> = apps
+        .iter()
+        .filter_map(|app| {
+            let lifecycle = app.snapshot().state.lifecycle;
+            (!lifecycle.is_settled()).then(|| (app.id().to_owned(), lifecycle))
+        })
+        .collect();
+    if unsettled.is_empty() {
+        return probe_reply(
+            StatusCode::OK,
+            json!({ "status": "ready", "apps": apps.len() }),
+        );
+    }
+    let named: Vec<Value> = unsettled
+        .iter()
+        .take(MAX_NAMED)
+        .map(|(id, lifecycle)| json!({ "id": id, "lifecycle": lifecycle }))
+        .collect();
+    probe_reply(
+        StatusCode::SERVICE_UNAVAILABLE,
+        json!({
+            "status": "starting",
+            "apps": apps.len(),
+            "unsettledCount": unsettled.len(),
+            "unsettled": named,
+        }),
+    )
+}
