@@ -97,6 +97,70 @@ pub struct GatewaySettings {
     pub watch: Option<bool>,
 }
 
+impl GatewaySettings {
+    /// The keys (as written in the file, `PascalCase`) whose values differ between `self`
+    /// and `other`, in the section's order. Only names: values may be secrets.
+    pub(crate) fn changed_keys(&self, other: &Self) -> Vec<&'static str> {
+        // Every field, destructured so that a new one cannot be forgotten here.
+        let Self {
+            bind,
+            sandbox_bind,
+            auth_token,
+            allow_remote_without_token,
+            allowed_origins,
+            allowed_hosts,
+            max_body_bytes,
+            enforce_app_visibility,
+            header_read_timeout_ms,
+            body_read_timeout_ms,
+            max_connections,
+            max_proxy_sessions_per_app,
+            proxy_session_idle_seconds,
+            metrics,
+            watch,
+        } = self;
+        let differs = [
+            ("Bind", *bind != other.bind),
+            ("SandboxBind", *sandbox_bind != other.sandbox_bind),
+            ("AuthToken", *auth_token != other.auth_token),
+            (
+                "AllowRemoteWithoutToken",
+                *allow_remote_without_token != other.allow_remote_without_token,
+            ),
+            ("AllowedOrigins", *allowed_origins != other.allowed_origins),
+            ("AllowedHosts", *allowed_hosts != other.allowed_hosts),
+            ("MaxBodyBytes", *max_body_bytes != other.max_body_bytes),
+            (
+                "EnforceAppVisibility",
+                *enforce_app_visibility != other.enforce_app_visibility,
+            ),
+            (
+                "HeaderReadTimeoutMs",
+                *header_read_timeout_ms != other.header_read_timeout_ms,
+            ),
+            (
+                "BodyReadTimeoutMs",
+                *body_read_timeout_ms != other.body_read_timeout_ms,
+            ),
+            ("MaxConnections", *max_connections != other.max_connections),
+            (
+                "MaxProxySessionsPerApp",
+                *max_proxy_sessions_per_app != other.max_proxy_sessions_per_app,
+            ),
+            (
+                "ProxySessionIdleSeconds",
+                *proxy_session_idle_seconds != other.proxy_session_idle_seconds,
+            ),
+            ("Metrics", *metrics != other.metrics),
+            ("Watch", *watch != other.watch),
+        ];
+        differs
+            .into_iter()
+            .filter_map(|(key, differs)| differs.then_some(key))
+            .collect()
+    }
+}
+
 /// How a listener treats its connections (see [`serve`](crate::serve)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -296,5 +360,41 @@ mod tests {
             let err = serde_json::from_str::<GatewaySettings>(&text).unwrap_err();
             assert!(err.to_string().contains("nonzero"), "{key}: {err}");
         }
+    }
+
+    #[test]
+    fn changed_keys_name_every_key_as_the_file_spells_it() {
+        let everything: GatewaySettings = serde_json::from_str(
+            r#"{"Bind": "127.0.0.1:1", "SandboxBind": "127.0.0.1:2", "AuthToken": "t",
+                "AllowRemoteWithoutToken": true, "AllowedOrigins": ["http://a"],
+                "AllowedHosts": ["a"], "MaxBodyBytes": 1, "EnforceAppVisibility": false,
+                "HeaderReadTimeoutMs": 1, "BodyReadTimeoutMs": 1, "MaxConnections": 1,
+                "MaxProxySessionsPerApp": 1, "ProxySessionIdleSeconds": 1, "Metrics": false,
+                "Watch": false}"#,
+        )
+        .unwrap();
+        let changed = GatewaySettings::default().changed_keys(&everything);
+        let schema = schemars::schema_for!(GatewaySettings);
+        let mut properties: Vec<&str> = schema
+            .get("properties")
+            .and_then(serde_json::Value::as_object)
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut sorted = changed.clone();
+        sorted.sort_unstable();
+        properties.sort_unstable();
+        assert_eq!(sorted, properties);
+        assert!(everything.changed_keys(&everything).is_empty());
+
+        let token_only = GatewaySettings {
+            auth_token: Some("new".into()),
+            ..GatewaySettings::default()
+        };
+        assert_eq!(
+            GatewaySettings::default().changed_keys(&token_only),
+            ["AuthToken"]
+        );
     }
 }

@@ -29,7 +29,7 @@ use crate::descriptors::{
 use crate::era::Era;
 use crate::error::{CallError, ControlError};
 use crate::events::SupervisorEvent;
-use crate::launch::{self, Environment, LaunchPlan};
+use crate::launch::{self, Environment, Inheritance, LaunchPlan};
 use crate::lifecycle::{Decision, Event, Machine};
 use crate::link::stdio::{ProcessTable, StderrTail};
 use crate::link::{Link, LinkEvent, http, stdio};
@@ -65,6 +65,15 @@ pub struct AppSnapshot {
     pub next_restart: Option<Timestamp>,
 }
 
+/// An app's effective launch settings besides its spec: how it is kept alive and what it
+/// inherits of the gateway's environment. A reload compares them, so a configuration change
+/// restarts exactly the apps whose settings it changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Settings {
+    pub(crate) policy: SupervisionPolicy,
+    pub(crate) inheritance: Inheritance,
+}
+
 /// Commands for an app's task.
 #[derive(Debug)]
 pub(crate) enum Command {
@@ -72,7 +81,7 @@ pub(crate) enum Command {
     Stop,
     Restart,
     /// A reload changed the app: run it with this spec from now on.
-    Reconfigure(Box<(AppSpec, InstallState, SupervisionPolicy)>),
+    Reconfigure(Box<(AppSpec, InstallState, Settings)>),
     Shutdown(oneshot::Sender<()>),
 }
 
@@ -85,7 +94,7 @@ pub(crate) struct AppShared {
     pub(crate) stderr: StderrTail,
     commands: Option<mpsc::UnboundedSender<Command>>,
     events: broadcast::Sender<SupervisorEvent>,
-    spec: Mutex<Option<(AppSpec, SupervisionPolicy)>>,
+    spec: Mutex<Option<(AppSpec, Settings)>>,
     /// The chat sessions of the gateway's own requests in flight.
     causes: crate::elicit::Causes,
     /// Answers input a modern app asks of the gateway's own calls.
@@ -116,7 +125,7 @@ impl AppShared {
     /// started by [`spawn_task`]).
     pub(crate) fn new(
         state: InstallState,
-        runnable: Option<(AppSpec, SupervisionPolicy)>,
+        runnable: Option<(AppSpec, Settings)>,
         events: broadcast::Sender<SupervisorEvent>,
         elicitor: Option<Arc<dyn crate::elicit::Elicitor>>,
         metrics: &crate::metrics::SupervisorMetrics,
@@ -179,7 +188,21 @@ impl AppShared {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
-            .map(|(_, policy)| *policy)
+            .map(|(_, settings)| settings.policy)
+    }
+
+    pub(crate) fn settings(&self) -> Option<Settings> {
+        self.spec
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|(_, settings)| settings.clone())
+    }
+
+    /// The spec and settings to launch with, read together so a reload between the two
+    /// cannot mix old and new.
+    fn runnable(&self) -> Option<(AppSpec, Settings)> {
+        self.spec.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub(crate) fn command(&self, command: Command) -> Result<(), ControlError> {
@@ -424,8 +447,8 @@ pub(crate) fn spawn_task(
     tokio::spawn(supervise(shared, commands, context).instrument(span))
 }
 
-/// What a reload hands an app: its new spec, install state and policy.
-type Configuration = (AppSpec, InstallState, SupervisionPolicy);
+/// What a reload hands an app: its new spec, install state and settings.
+type Configuration = (AppSpec, InstallState, Settings);
 
 /// A start attempt in flight; dropping it kills whatever it started.
 type StartAttempt = Pin<Box<dyn Future<Output = Result<Connection, String>> + Send>>;
@@ -600,7 +623,7 @@ impl Task {
             Some(Command::Stop) => Event::Stop,
             Some(Command::Restart) => Event::Restart,
             Some(Command::Reconfigure(configuration)) => {
-                let policy = configuration.2;
+                let policy = configuration.2.policy;
                 self.configuration = Some(configuration);
                 Event::Reconfigure(policy)
             }
@@ -688,8 +711,8 @@ impl Task {
         let (notices, notice_rx) = mpsc::unbounded_channel();
         self.notices = Some(notice_rx);
         self.run = self.shared.stderr.begin_run();
-        let attempt: StartAttempt = match self.shared.spec() {
-            Some(spec) => {
+        let attempt: StartAttempt = match self.shared.runnable() {
+            Some((spec, settings)) => {
                 info!(
                     "Connecting to McpApp '{}' via {}",
                     self.shared.id,
@@ -698,7 +721,17 @@ impl Task {
                 let shared = self.shared.clone();
                 let context = self.context.clone();
                 let run = self.run.clone();
-                Box::pin(async move { start(&shared, &spec, &context, notices, &run).await })
+                Box::pin(async move {
+                    start(
+                        &shared,
+                        &spec,
+                        &settings.inheritance,
+                        &context,
+                        notices,
+                        &run,
+                    )
+                    .await
+                })
             }
             // Runnable apps always have a spec; failing beats waiting forever.
             None => Box::pin(async { Err("the app has no runnable configuration".to_owned()) }),
@@ -747,8 +780,8 @@ impl Task {
 }
 
 fn apply_reconfigure(shared: &AppShared, config: Configuration) {
-    let (spec, state, policy) = config;
-    *shared.spec.lock().unwrap_or_else(|p| p.into_inner()) = Some((spec, policy));
+    let (spec, state, settings) = config;
+    *shared.spec.lock().unwrap_or_else(|p| p.into_inner()) = Some((spec, settings));
     shared.update(|s| {
         let lifecycle = s.state.lifecycle;
         let changed_at = s.state.state_changed_at;
@@ -764,6 +797,7 @@ fn apply_reconfigure(shared: &AppShared, config: Configuration) {
 async fn start(
     shared: &Arc<AppShared>,
     spec: &AppSpec,
+    inheritance: &Inheritance,
     context: &TaskContext,
     notices: mpsc::UnboundedSender<Notice>,
     run: &StderrTail,
@@ -780,7 +814,14 @@ async fn start(
     let list_notices = notices.clone();
     let work = async {
         let connection = loop {
-            let plan = launch::plan(spec, &root, &context.env, run, &context.processes)?;
+            let plan = launch::plan(
+                spec,
+                &root,
+                &context.env,
+                inheritance,
+                run,
+                &context.processes,
+            )?;
             let (events_tx, events_rx) = mpsc::unbounded_channel::<LinkEvent>();
             let link = match plan {
                 LaunchPlan::Stdio(spawn) => {

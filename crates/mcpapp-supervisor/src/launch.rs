@@ -7,7 +7,6 @@
 //! the entry's list), never the gateway's credentials, then the app's own `environment`.
 //! Which `env:` references a manifest may make was settled by discovery; here they resolve.
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,62 +22,88 @@ use crate::link::stdio::{ProcessTable, StderrTail, StdioSpawn};
 pub(crate) type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 /// Where children's environments come from: the gateway's environment (or a fixed one, for
-/// tests), what apps may inherit of it, and how `env:` references are read.
+/// tests) and how `env:` references are read. What each app may inherit of it is part of the
+/// app's own settings ([`Inheritance`]), so that a reload can change it app by app.
 pub(crate) struct Environment {
     pub(crate) lookup: EnvLookup,
     /// `None`: the process environment, read at each launch.
     pub(crate) base: Option<Vec<(OsString, OsString)>>,
-    pub(crate) inherit: Vec<String>,
-    pub(crate) inherit_entries: BTreeMap<String, Vec<String>>,
 }
 
 impl std::fmt::Debug for Environment {
-    // Values stay out of debug output; the names of the settings are enough.
+    // Values stay out of debug output.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Environment")
-            .field("inherit", &self.inherit)
-            .field("inherit_entries", &self.inherit_entries)
+            .field("fixed_base", &self.base.is_some())
             .finish_non_exhaustive()
     }
 }
 
 impl Default for Environment {
-    /// The process environment, the default inheritance list.
+    /// The process environment.
     fn default() -> Self {
         Self {
             lookup: Arc::new(|name| std::env::var(name).ok()),
             base: None,
-            inherit: DEFAULT_INHERIT_ENVIRONMENT
+        }
+    }
+}
+
+/// The names of the gateway's environment one app inherits: `McpApps.InheritEnvironment`
+/// and its entry's list. Compared by a reload, so a changed list restarts exactly the apps
+/// it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Inheritance {
+    global: Vec<String>,
+    entry: Vec<String>,
+}
+
+impl Default for Inheritance {
+    /// The default allowlist, nothing per entry.
+    fn default() -> Self {
+        Self {
+            global: DEFAULT_INHERIT_ENVIRONMENT
                 .iter()
                 .map(|n| (*n).to_owned())
                 .collect(),
-            inherit_entries: BTreeMap::new(),
+            entry: Vec::new(),
+        }
+    }
+}
+
+impl Inheritance {
+    /// What app `id` inherits under `config`.
+    pub(crate) fn from_config(config: &McpAppsConfig, id: &str) -> Self {
+        Self {
+            global: config.inherit_environment.clone(),
+            entry: config
+                .entries
+                .get(id)
+                .map(|entry| entry.inherit_environment.clone())
+                .unwrap_or_default(),
         }
     }
 }
 
 impl Environment {
-    /// Takes the inheritance lists of a configuration.
-    pub(crate) fn configure(&mut self, config: &McpAppsConfig) {
-        self.inherit.clone_from(&config.inherit_environment);
-        self.inherit_entries = config
-            .entries
-            .iter()
-            .filter(|(_, entry)| !entry.inherit_environment.is_empty())
-            .map(|(id, entry)| (id.clone(), entry.inherit_environment.clone()))
-            .collect();
-    }
-
-    /// The variables app `id` inherits, in the gateway's order.
-    fn inherited(&self, id: &str) -> Result<Vec<(OsString, OsString)>, String> {
-        let global =
-            EnvNamePatterns::new("InheritEnvironment", &self.inherit).map_err(|e| e.to_string())?;
-        let entry = match self.inherit_entries.get(id) {
-            Some(list) => Some(
-                EnvNamePatterns::new(&format!("Entries.{id}.InheritEnvironment"), list)
-                    .map_err(|e| e.to_string())?,
-            ),
-            None => None,
+    /// The variables app `id` inherits under `inheritance`, in the gateway's order.
+    fn inherited(
+        &self,
+        id: &str,
+        inheritance: &Inheritance,
+    ) -> Result<Vec<(OsString, OsString)>, String> {
+        let global = EnvNamePatterns::new("InheritEnvironment", &inheritance.global)
+            .map_err(|e| e.to_string())?;
+        let entry = if inheritance.entry.is_empty() {
+            None
+        } else {
+            Some(
+                EnvNamePatterns::new(
+                    &format!("Entries.{id}.InheritEnvironment"),
+                    &inheritance.entry,
+                )
+                .map_err(|e| e.to_string())?,
+            )
         };
         let wanted = |name: &OsString| {
             // A name that is not UTF-8 cannot be matched by a pattern someone wrote; skip it.
@@ -124,11 +149,13 @@ fn command_path(command: &str, root: &Path) -> PathBuf {
     }
 }
 
-/// Plans the launch of `spec`, whose manifest lives in `root`.
+/// Plans the launch of `spec`, whose manifest lives in `root`, inheriting what
+/// `inheritance` names.
 pub(crate) fn plan(
     spec: &AppSpec,
     root: &Path,
     env: &Environment,
+    inheritance: &Inheritance,
     stderr: &StderrTail,
     processes: &ProcessTable,
 ) -> Result<LaunchPlan, String> {
@@ -152,7 +179,7 @@ pub(crate) fn plan(
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             // The app's own values win over inherited ones of the same name.
-            let mut env_vars = env.inherited(spec.id.as_str())?;
+            let mut env_vars = env.inherited(spec.id.as_str(), inheritance)?;
             env_vars.retain(|(k, _)| !own.iter().any(|(o, _)| o == k));
             env_vars.extend(own);
             Ok(LaunchPlan::Stdio(StdioSpawn {
@@ -190,6 +217,7 @@ pub(crate) fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mcpapp_manifest::McpAppEntryConfig;
 
     #[test]
     fn commands_resolve_against_the_app_folder_only_with_a_separator() {
@@ -238,25 +266,34 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.into(), v.into()))
         .collect();
-        let mut env = Environment {
+        let env = Environment {
             base: Some(base),
             ..Environment::default()
         };
-        let names = |env: &Environment, id: &str| -> Vec<String> {
-            env.inherited(id)
+        let mut config = McpAppsConfig::default();
+        let names = |config: &McpAppsConfig, id: &str| -> Vec<String> {
+            env.inherited(id, &Inheritance::from_config(config, id))
                 .unwrap()
                 .into_iter()
                 .map(|(k, _)| k.into_string().unwrap())
                 .collect()
         };
-        assert_eq!(names(&env, "a"), ["PATH", "LC_ALL", "HOME"]);
-        env.inherit_entries
-            .insert("b".into(), vec!["NODE_*".into(), "MCPAPP_TOKEN".into()]);
-        assert_eq!(names(&env, "b"), ["PATH", "LC_ALL", "HOME", "NODE_OPTIONS"]);
-        assert_eq!(names(&env, "a"), ["PATH", "LC_ALL", "HOME"]);
-        env.inherit = vec!["*".into()];
+        assert_eq!(names(&config, "a"), ["PATH", "LC_ALL", "HOME"]);
+        config.entries.insert(
+            "b".into(),
+            McpAppEntryConfig {
+                inherit_environment: vec!["NODE_*".into(), "MCPAPP_TOKEN".into()],
+                ..McpAppEntryConfig::default()
+            },
+        );
         assert_eq!(
-            names(&env, "a"),
+            names(&config, "b"),
+            ["PATH", "LC_ALL", "HOME", "NODE_OPTIONS"]
+        );
+        assert_eq!(names(&config, "a"), ["PATH", "LC_ALL", "HOME"]);
+        config.inherit_environment = vec!["*".into()];
+        assert_eq!(
+            names(&config, "a"),
             ["PATH", "LC_ALL", "HOME", "OTHER_SECRET", "NODE_OPTIONS"]
         );
     }

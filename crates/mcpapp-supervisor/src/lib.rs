@@ -4,7 +4,8 @@
 //!
 //! - [`Supervisor`] loads a discovery report and starts every runnable app concurrently, in
 //!   the background; it restarts failed apps with exponential backoff and jitter, stops
-//!   restarting in a crash loop, pings apps for health, reloads from a new report, and shuts
+//!   restarting in a crash loop, pings apps for health, reloads from a new report (and a new
+//!   configuration, restarting the apps whose settings changed), and shuts
 //!   everything down so that no child process outlives it (also when merely dropped).
 //! - [`AppHandle`] is the stable handle of one app: its [`AppSnapshot`], its
 //!   [`Descriptors`], its stderr tail, control, and calls that always use the current

@@ -1,20 +1,20 @@
 //! The registry of supervised apps: load from a discovery report, look up, reload, shut down.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use mcpapp_discovery::{DiscoveredApp, DiscoveryReport};
-use mcpapp_manifest::{InstallState, McpAppsConfig, SupervisionConfig};
+use mcpapp_manifest::{InstallState, McpAppsConfig};
 use tokio::sync::{broadcast, mpsc};
 use tracing::info;
 
-use crate::app::{AppShared, Command, TaskContext, spawn_task};
+use crate::app::{AppShared, Command, Settings, TaskContext, spawn_task};
 use crate::events::SupervisorEvent;
 use crate::handle::AppHandle;
 use crate::keeper::Keeper;
-use crate::launch::Environment;
+use crate::launch::{Environment, Inheritance};
 use crate::link::stdio::ProcessTable;
 use crate::metrics::SupervisorMetrics;
 use crate::policy::SupervisionPolicy;
@@ -24,8 +24,7 @@ const EVENT_BACKLOG: usize = 1024;
 
 /// Configures a [`Supervisor`].
 pub struct SupervisorBuilder {
-    global: SupervisionConfig,
-    entries: BTreeMap<String, SupervisionConfig>,
+    config: McpAppsConfig,
     policy: Option<SupervisionPolicy>,
     env: Environment,
     keeper: Option<Arc<Keeper>>,
@@ -36,22 +35,17 @@ pub struct SupervisorBuilder {
 impl std::fmt::Debug for SupervisorBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SupervisorBuilder")
-            .field("global", &self.global)
+            .field("supervision", &self.config.supervision)
             .field("policy", &self.policy)
             .finish_non_exhaustive()
     }
 }
 
 impl SupervisorBuilder {
-    /// Takes the supervision and environment settings of `McpApps` and its entries.
+    /// Takes the supervision and environment settings of `McpApps` and its entries
+    /// (`Supervision`, `InheritEnvironment`); [`Supervisor::reload_with`] replaces them.
     pub fn config(mut self, config: &McpAppsConfig) -> Self {
-        self.env.configure(config);
-        self.global = config.supervision.clone();
-        self.entries = config
-            .entries
-            .iter()
-            .map(|(id, entry)| (id.clone(), entry.supervision.clone()))
-            .collect();
+        self.config = config.clone();
         self
     }
 
@@ -120,8 +114,7 @@ impl SupervisorBuilder {
                     elicitor: self.elicitor,
                     processes: ProcessTable::with_keeper(self.keeper),
                 },
-                global: self.global,
-                entries: self.entries,
+                config: RwLock::new(self.config),
                 policy: self.policy,
                 tasks: Mutex::new(Vec::new()),
                 metrics: self.metrics,
@@ -148,8 +141,8 @@ struct Inner {
     others: RwLock<Vec<InstallState>>,
     events: broadcast::Sender<SupervisorEvent>,
     context: TaskContext,
-    global: SupervisionConfig,
-    entries: BTreeMap<String, SupervisionConfig>,
+    /// The configuration apps' settings come from, replaced by [`Supervisor::reload_with`].
+    config: RwLock<McpAppsConfig>,
     policy: Option<SupervisionPolicy>,
     metrics: SupervisorMetrics,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -186,7 +179,8 @@ pub struct ReloadSummary {
     pub added: Vec<String>,
     /// Apps no longer in the report, now stopped and removed.
     pub removed: Vec<String>,
-    /// Apps whose spec, settings or runnability changed, now restarted.
+    /// Apps whose spec, settings (supervision, inherited environment) or runnability
+    /// changed, now restarted.
     pub changed: Vec<String>,
     /// Apps left alone.
     pub unchanged: Vec<String>,
@@ -196,8 +190,7 @@ impl Supervisor {
     /// Starts configuring a supervisor.
     pub fn builder() -> SupervisorBuilder {
         SupervisorBuilder {
-            global: SupervisionConfig::default(),
-            entries: BTreeMap::new(),
+            config: McpAppsConfig::default(),
             policy: None,
             env: Environment::default(),
             keeper: None,
@@ -206,10 +199,16 @@ impl Supervisor {
         }
     }
 
-    fn policy_for(&self, id: &str) -> SupervisionPolicy {
-        self.inner.policy.unwrap_or_else(|| {
-            SupervisionPolicy::from_config(&self.inner.global, self.inner.entries.get(id))
-        })
+    /// The effective settings of app `id` under the configuration in force.
+    fn settings_for(&self, id: &str) -> Settings {
+        let config = self.inner.config.read().unwrap_or_else(|p| p.into_inner());
+        let entry = config.entries.get(id);
+        Settings {
+            policy: self.inner.policy.unwrap_or_else(|| {
+                SupervisionPolicy::from_config(&config.supervision, entry.map(|e| &e.supervision))
+            }),
+            inheritance: Inheritance::from_config(&config, id),
+        }
     }
 
     /// Makes the handle of one discovered app; a runnable app's task is started later by
@@ -223,7 +222,7 @@ impl Supervisor {
         let runnable = app
             .spec
             .clone()
-            .map(|spec| (spec, self.policy_for(app.id())));
+            .map(|spec| (spec, self.settings_for(app.id())));
         let (shared, commands) = AppShared::new(
             app.state.clone(),
             runnable,
@@ -284,12 +283,36 @@ impl Supervisor {
         self.start_tasks(pending);
     }
 
-    /// Applies a new discovery report: starts added apps, stops and removes apps that are
-    /// gone, restarts apps whose spec or settings changed, and leaves the rest alone.
+    /// Applies a new discovery report under the configuration in force: starts added apps,
+    /// stops and removes apps that are gone, restarts apps whose spec or settings changed,
+    /// and leaves the rest alone.
     pub async fn reload(&self, report: &DiscoveryReport) -> ReloadSummary {
+        self.apply(None, report).await
+    }
+
+    /// Like [`Supervisor::reload`], with `config`'s supervision and environment settings
+    /// (`Supervision`, `InheritEnvironment`, and the entries' own) replacing those in force
+    /// first. An app whose effective settings change is restarted like an app whose
+    /// manifest changed; every other app is left alone.
+    pub async fn reload_with(
+        &self,
+        config: &McpAppsConfig,
+        report: &DiscoveryReport,
+    ) -> ReloadSummary {
+        self.apply(Some(config), report).await
+    }
+
+    async fn apply(
+        &self,
+        config: Option<&McpAppsConfig>,
+        report: &DiscoveryReport,
+    ) -> ReloadSummary {
         let mut summary = ReloadSummary::default();
         if self.inner.shut_down.load(Ordering::SeqCst) {
             return summary;
+        }
+        if let Some(config) = config {
+            config.clone_into(&mut self.inner.config.write().unwrap_or_else(|p| p.into_inner()));
         }
         self.inner.loaded.store(true, Ordering::SeqCst);
         let (keyed, others) = Self::partition(report);
@@ -299,7 +322,7 @@ impl Supervisor {
         let mut pending = Vec::new();
         for app in &keyed {
             let id = app.id();
-            let policy = self.policy_for(id);
+            let settings = self.settings_for(id);
             match current.iter().find(|h| h.id() == id) {
                 None => {
                     next.push(self.make(app, &mut pending));
@@ -310,7 +333,8 @@ impl Supervisor {
                     let same_root = handle.snapshot().state.root_path == app.state.root_path;
                     let same = old_spec == app.spec
                         && same_root
-                        && (old_spec.is_none() || handle.shared.policy() == Some(policy));
+                        && (old_spec.is_none()
+                            || handle.shared.settings().as_ref() == Some(&settings));
                     if same {
                         next.push(handle.clone());
                         summary.unchanged.push(id.to_owned());
@@ -319,7 +343,7 @@ impl Supervisor {
                         let _ = handle.shared.command(Command::Reconfigure(Box::new((
                             spec.clone(),
                             app.state.clone(),
-                            policy,
+                            settings,
                         ))));
                         next.push(handle.clone());
                         summary.changed.push(id.to_owned());

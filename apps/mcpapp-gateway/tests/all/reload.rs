@@ -32,6 +32,11 @@ impl Drop for Served {
 }
 
 fn serve(tree: &Tree) -> Served {
+    serve_with(tree, &[])
+}
+
+/// `serve` with `env` in its environment besides `PATH`.
+fn serve_with(tree: &Tree, env: &[(&str, &str)]) -> Served {
     // Tests start the binary under test; that is their job.
     #[allow(clippy::disallowed_methods)]
     let mut child = Command::new(GATEWAY)
@@ -45,6 +50,7 @@ fn serve(tree: &Tree) -> Served {
         .current_dir(tree.root())
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -118,6 +124,17 @@ impl Events {
         self.wait_for(&format!("{app} reaching {state}"), |e| {
             e.kind == "lifecycle" && e.data["appId"] == app && e.data["to"] == state
         })
+    }
+
+    /// Waits until `app` has reached `state` in an event after the first `mark` seen (which
+    /// may have arrived already, while waiting for something else).
+    fn wait_state_since(&mut self, mark: usize, app: &str, state: &str) -> Sse {
+        let reached =
+            |e: &Sse| e.kind == "lifecycle" && e.data["appId"] == app && e.data["to"] == state;
+        if let Some(event) = self.seen[mark..].iter().find(|e| reached(e)) {
+            return event.clone();
+        }
+        self.wait_for(&format!("{app} reaching {state}"), reached)
     }
 
     /// Waits for a reload whose outcome has `key` equal to `value` (an editor's save may
@@ -453,4 +470,112 @@ fn events_need_the_token_and_say_resync_for_an_unknown_last_event_id() {
     assert!(text.contains("content-type: text/event-stream"), "{text}");
     assert!(text.contains("event: ready"), "{text}");
     assert!(text.contains(r#""reason":"unknown_id""#), "{text}");
+}
+
+/// `get_env NAME` of `app`, through the CLI against the running gateway.
+fn app_env(served: &Served, app: &str, name: &str) -> Value {
+    // Tests start the binary under test; that is their job.
+    #[allow(clippy::disallowed_methods)]
+    let output = Command::new(GATEWAY)
+        .args(["call", app, "get_env", &json!({ "name": name }).to_string()])
+        .args(["--json", "--url", &served.url])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    result["structuredContent"]["value"].clone()
+}
+
+#[test]
+fn inherited_environment_and_supervision_apply_on_reload_app_by_app() {
+    let tree = Tree::new();
+    tree.write("apps/one/openclaw.mcpapp.json", &manifest("one", &[]));
+    tree.write("apps/two/openclaw.mcpapp.json", &manifest("two", &[]));
+    let settings = |entries: &str, gateway: &str| {
+        format!(
+            r#"{{"McpApps": {{"Enabled": true, "DiscoveryPaths": ["apps"], "InheritEnvironment": ["PATH"], "Supervision": {{"HealthCheckIntervalMs": 0}}, "Entries": {{{entries}}}}}, "Gateway": {{{gateway}}}}}"#
+        )
+    };
+    tree.write("appsettings.json", &settings("", ""));
+    let served = serve_with(&tree, &[("DEPLOY_REGION", "eu-1")]);
+    wait_all_running(&served.url, 2);
+    let mut events = Events::open(&served.url);
+    let before = pids(&served);
+    assert_eq!(before.len(), 2, "{before:?}");
+    assert_eq!(app_env(&served, "one", "DEPLOY_REGION"), Value::Null);
+
+    // One entry inherits one more name: only its app restarts, and its new process sees it.
+    let one_inherits = r#""one": {"InheritEnvironment": ["DEPLOY_*"]}"#;
+    let mark = events.seen.len();
+    save_by_rename(&tree.path("appsettings.json"), &settings(one_inherits, ""));
+    let reload = events.wait_reload("changed", &json!(["one"]));
+    assert_eq!(reload.data["configReloaded"], true, "{reload:?}");
+    events.wait_state_since(mark, "one", "Running");
+    let now = pids(&served);
+    assert_ne!(now.get("one"), before.get("one"));
+    assert!(now.contains_key("one"), "{now:?}");
+    assert_eq!(now.get("two"), before.get("two"));
+    assert_eq!(app_env(&served, "one", "DEPLOY_REGION"), json!("eu-1"));
+    assert_eq!(app_env(&served, "two", "DEPLOY_REGION"), Value::Null);
+    let one = now["one"];
+
+    // The other entry's supervision: only that app restarts.
+    let both = format!(r#"{one_inherits}, "two": {{"Supervision": {{"RestartDelayMs": 250}}}}"#);
+    let mark = events.seen.len();
+    save_by_rename(&tree.path("appsettings.json"), &settings(&both, ""));
+    events.wait_reload("changed", &json!(["two"]));
+    events.wait_state_since(mark, "two", "Running");
+    let now = pids(&served);
+    assert_eq!(now.get("one"), Some(&one));
+    assert_ne!(now.get("two"), before.get("two"));
+    assert!(now.contains_key("two"), "{now:?}");
+    let two = now["two"];
+
+    // The Gateway section applies on restart: a warning names the keys (never a value),
+    // and no app restarts.
+    save_by_rename(
+        &tree.path("appsettings.json"),
+        &settings(&both, r#""MaxBodyBytes": 1000, "AuthToken": "s3cret""#),
+    );
+    let reload = events.wait_for("a reload warning about the Gateway section", |e| {
+        e.kind == "reload"
+            && e.data["diagnostics"].as_array().is_some_and(|d| {
+                d.iter().any(|d| {
+                    d["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains("Gateway.")
+                })
+            })
+    });
+    assert_eq!(reload.data["changed"], json!([]), "{reload:?}");
+    let warning = reload.data["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| {
+            d["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("Gateway.")
+        })
+        .unwrap()
+        .clone();
+    assert_eq!(warning["severity"], "warning", "{warning}");
+    assert_eq!(
+        warning["message"],
+        "Gateway.AuthToken, Gateway.MaxBodyBytes changed; the Gateway section applies when the gateway is restarted"
+    );
+    assert!(!reload.data.to_string().contains("s3cret"), "{reload:?}");
+    let now = pids(&served);
+    assert_eq!(now.get("one"), Some(&one));
+    assert_eq!(now.get("two"), Some(&two));
+    assert_in_order(&events.seen);
 }

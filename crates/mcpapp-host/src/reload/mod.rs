@@ -220,17 +220,22 @@ impl Reloader {
                 Ok(Ok(loaded)) => {
                     config_reloaded = true;
                     diagnostics.extend(loaded.diagnostics);
-                    if current
+                    let changed = current
                         .gateway
                         .as_ref()
-                        .is_some_and(|g| *g != loaded.gateway)
-                    {
+                        .map(|g| g.changed_keys(&loaded.gateway))
+                        .unwrap_or_default();
+                    if !changed.is_empty() {
                         diagnostics.push(Diagnostic {
-                            path: self.inner.source.as_ref().and_then(|s| s.file().map(Path::to_path_buf)),
+                            path: self
+                                .inner
+                                .source
+                                .as_ref()
+                                .and_then(|s| s.file().map(Path::to_path_buf)),
                             line: None,
                             column: None,
                             severity: Severity::Warning,
-                            message: "the Gateway section changed; it applies when the gateway is restarted".to_owned(),
+                            message: gateway_changed_message(&changed),
                         });
                     }
                     current.gateway = Some(loaded.gateway);
@@ -258,7 +263,13 @@ impl Reloader {
         for Kept { app_id, manifest } in &kept {
             warn!(app = %app_id, manifest = %manifest.display(), "manifest is broken; the app keeps running as it was");
         }
-        let summary = self.inner.supervisor.reload(&report).await;
+        // The configuration in force (new or not) goes along: an app whose supervision or
+        // inherited environment it changed restarts like an app whose manifest changed.
+        let summary = self
+            .inner
+            .supervisor
+            .reload_with(current.discovery.config(), &report)
+            .await;
         diagnostics.extend(report.diagnostics.iter().cloned());
         current.last_good = report;
         let outcome = ReloadOutcome {
@@ -283,6 +294,16 @@ impl Reloader {
         self.inner.events.reloaded(&outcome);
         outcome
     }
+}
+
+/// The warning for a `Gateway` section that changed: which keys, never their values (a
+/// token is a secret).
+fn gateway_changed_message(keys: &[&str]) -> String {
+    let keys: Vec<String> = keys.iter().map(|k| format!("Gateway.{k}")).collect();
+    format!(
+        "{} changed; the Gateway section applies when the gateway is restarted",
+        keys.join(", ")
+    )
 }
 
 /// A configuration error as a diagnostic on the configuration file, with the position when

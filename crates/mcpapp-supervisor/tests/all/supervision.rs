@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::{CallError, Supervisor, SupervisorEvent};
+use mcpapp_manifest::{Lifecycle, McpAppEntryConfig, McpAppsConfig, SupervisionConfig};
+use mcpapp_supervisor::{AppHandle, CallError, ReloadSummary, Supervisor, SupervisorEvent};
 use mcpapp_testkit::{AppsDir, HttpApp, bin, eventually, live, live_in_groups};
 use serde_json::json;
 
@@ -566,6 +566,185 @@ async fn reload_applies_the_difference() {
         .await
         .unwrap();
     assert_eq!(supervisor.get("same").unwrap().snapshot().pid, same_pid);
+    supervisor.shutdown().await;
+}
+
+/// The app's process id once it runs (again) under a process other than `old`.
+async fn restarted(app: &AppHandle, old: Option<u32>) -> u32 {
+    let mut watch = app.watch();
+    let snapshot = tokio::time::timeout(
+        PATIENCE,
+        watch.wait_for(|s| {
+            s.state.lifecycle == Lifecycle::Running && s.pid.is_some() && s.pid != old
+        }),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{} was not restarted: {:?}", app.id(), app.snapshot()))
+    .unwrap()
+    .clone();
+    snapshot.pid.unwrap()
+}
+
+async fn env_value(app: &AppHandle, name: &str) -> serde_json::Value {
+    let result = app
+        .call_tool(
+            "get_env",
+            Some(json!({ "name": name }).as_object().unwrap().clone()),
+            None,
+        )
+        .await
+        .unwrap();
+    result.structured_content.unwrap()["value"].clone()
+}
+
+fn sorted(mut ids: Vec<String>) -> Vec<String> {
+    ids.sort();
+    ids
+}
+
+/// The changed and unchanged apps of a reload, each sorted.
+fn difference(summary: &ReloadSummary) -> (Vec<String>, Vec<String>) {
+    (
+        sorted(summary.changed.clone()),
+        sorted(summary.unchanged.clone()),
+    )
+}
+
+#[tokio::test]
+async fn a_reload_with_another_inherit_environment_restarts_only_the_apps_it_concerns() {
+    let fixture = bin("fixture-app");
+    let apps = AppsDir::new();
+    apps.stdio_app("probe", &fixture, &["stdio"], "{}");
+    apps.stdio_app("bystander", &fixture, &["stdio"], "{}");
+    let mut config = McpAppsConfig {
+        enabled: true,
+        inherit_environment: vec!["PATH".into()],
+        ..McpAppsConfig::default()
+    };
+    let supervisor = Supervisor::builder()
+        .config(&config)
+        .policy(fast_policy())
+        .inherited_environment([("PATH", "/usr/bin:/bin"), ("DEPLOY_REGION", "eu-1")])
+        .build();
+    supervisor.load(&apps.discover_with(config.clone()));
+    assert!(supervisor.wait_settled(PATIENCE).await);
+    let probe = supervisor.get("probe").unwrap();
+    let bystander = supervisor.get("bystander").unwrap();
+    let (probe_pid, bystander_pid) = (probe.snapshot().pid, bystander.snapshot().pid);
+    assert_eq!(env_value(&probe, "DEPLOY_REGION").await, json!(null));
+
+    // The same configuration again: nothing restarts.
+    let summary = supervisor
+        .reload_with(&config, &apps.discover_with(config.clone()))
+        .await;
+    assert_eq!(
+        difference(&summary),
+        (vec![], vec!["bystander".into(), "probe".into()])
+    );
+
+    // The probe's entry inherits one more name: only the probe restarts, and sees it.
+    config.entries.insert(
+        "probe".into(),
+        McpAppEntryConfig {
+            inherit_environment: vec!["DEPLOY_*".into()],
+            ..McpAppEntryConfig::default()
+        },
+    );
+    let summary = supervisor
+        .reload_with(&config, &apps.discover_with(config.clone()))
+        .await;
+    assert_eq!(
+        difference(&summary),
+        (vec!["probe".into()], vec!["bystander".into()])
+    );
+    let probe_pid = Some(restarted(&probe, probe_pid).await);
+    assert_eq!(env_value(&probe, "DEPLOY_REGION").await, json!("eu-1"));
+    assert_eq!(bystander.snapshot().pid, bystander_pid);
+    assert_eq!(env_value(&bystander, "DEPLOY_REGION").await, json!(null));
+
+    // The global list: the bystander now inherits it too; the probe's effective list
+    // (global plus its entry's) changed as well, so both restart.
+    config.inherit_environment.push("DEPLOY_REGION".into());
+    let summary = supervisor
+        .reload_with(&config, &apps.discover_with(config.clone()))
+        .await;
+    assert_eq!(
+        difference(&summary),
+        (vec!["bystander".into(), "probe".into()], vec![])
+    );
+    restarted(&bystander, bystander_pid).await;
+    restarted(&probe, probe_pid).await;
+    assert_eq!(env_value(&bystander, "DEPLOY_REGION").await, json!("eu-1"));
+    assert_eq!(env_value(&probe, "DEPLOY_REGION").await, json!("eu-1"));
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_reload_with_other_supervision_restarts_only_the_apps_whose_policy_changed() {
+    let fixture = bin("fixture-app");
+    let apps = AppsDir::new();
+    apps.stdio_app("tuned", &fixture, &["stdio"], "{}");
+    apps.stdio_app("steady", &fixture, &["stdio"], "{}");
+    let mut config = McpAppsConfig {
+        enabled: true,
+        supervision: SupervisionConfig {
+            health_check_interval_ms: Some(0),
+            restart_delay_ms: Some(50),
+            shutdown_grace_ms: Some(2000),
+            ..SupervisionConfig::default()
+        },
+        ..McpAppsConfig::default()
+    };
+    let supervisor = Supervisor::builder().config(&config).build();
+    supervisor.load(&apps.discover_with(config.clone()));
+    assert!(supervisor.wait_settled(PATIENCE).await);
+    let tuned = supervisor.get("tuned").unwrap();
+    let steady = supervisor.get("steady").unwrap();
+    let (tuned_pid, steady_pid) = (tuned.snapshot().pid, steady.snapshot().pid);
+
+    // One entry's supervision: only that app restarts.
+    config.entries.insert(
+        "tuned".into(),
+        McpAppEntryConfig {
+            supervision: SupervisionConfig {
+                auto_restart: Some(false),
+                ..SupervisionConfig::default()
+            },
+            ..McpAppEntryConfig::default()
+        },
+    );
+    let summary = supervisor
+        .reload_with(&config, &apps.discover_with(config.clone()))
+        .await;
+    assert_eq!(
+        difference(&summary),
+        (vec!["tuned".into()], vec!["steady".into()])
+    );
+    let tuned_pid = Some(restarted(&tuned, tuned_pid).await);
+    assert_eq!(steady.snapshot().pid, steady_pid);
+
+    // Settings are compared as they take effect: writing out the default for every app,
+    // which the tuned app's entry overrides anyway, changes no app's policy.
+    config.supervision.auto_restart = Some(true);
+    let summary = supervisor
+        .reload_with(&config, &apps.discover_with(config.clone()))
+        .await;
+    assert_eq!(
+        difference(&summary),
+        (vec![], vec!["steady".into(), "tuned".into()])
+    );
+
+    // A global setting no entry overrides: every app restarts.
+    config.supervision.restart_delay_ms = Some(60);
+    let summary = supervisor
+        .reload_with(&config, &apps.discover_with(config.clone()))
+        .await;
+    assert_eq!(
+        difference(&summary),
+        (vec!["steady".into(), "tuned".into()], vec![])
+    );
+    restarted(&steady, steady_pid).await;
+    restarted(&tuned, tuned_pid).await;
     supervisor.shutdown().await;
 }
 
