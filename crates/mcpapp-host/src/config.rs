@@ -117,6 +117,9 @@ impl GatewaySettings {
             max_proxy_sessions_per_app,
             proxy_session_idle_seconds,
             metrics,
+            replica_name,
+            public_origin,
+            sandbox_origin,
             watch,
         } = self;
         let differs = [
@@ -152,6 +155,9 @@ impl GatewaySettings {
                 *proxy_session_idle_seconds != other.proxy_session_idle_seconds,
             ),
             ("Metrics", *metrics != other.metrics),
+            ("ReplicaName", *replica_name != other.replica_name),
+            ("PublicOrigin", *public_origin != other.public_origin),
+            ("SandboxOrigin", *sandbox_origin != other.sandbox_origin),
             ("Watch", *watch != other.watch),
         ];
         differs
@@ -370,7 +376,8 @@ mod tests {
                 "AllowedHosts": ["a"], "MaxBodyBytes": 1, "EnforceAppVisibility": false,
                 "HeaderReadTimeoutMs": 1, "BodyReadTimeoutMs": 1, "MaxConnections": 1,
                 "MaxProxySessionsPerApp": 1, "ProxySessionIdleSeconds": 1, "Metrics": false,
-                "Watch": false}"#,
+                "ReplicaName": "r", "PublicOrigin": "https://a",
+                "SandboxOrigin": "https://b", "Watch": false}"#,
         )
         .unwrap();
         let changed = GatewaySettings::default().changed_keys(&everything);
