@@ -167,8 +167,8 @@ fn begin_call(
     if !is_method(message, "tools/call") {
         return None;
     }
-    let name = message.get_path(&["params", "name"]);
-    let name = name.as_deref().map(RawValue::get);
+    let name = message.path(&["params", "name"]);
+    let name = name.map(RawValue::get);
     // A plain string is looked up as written; one with escapes is decoded first.
     let decoded;
     let name = match name {
@@ -201,11 +201,11 @@ impl Hub {
                 }
             }
             MessageKind::Notification if is_method(message, "notifications/cancelled") => {
-                let Some(id) = message.get_path(&["params", "requestId"]) else {
+                let Some(id) = message.path(&["params", "requestId"]) else {
                     return;
                 };
                 let reason = message
-                    .get_path(&["params", "reason"])
+                    .path(&["params", "reason"])
                     .and_then(|r| serde_json::from_str::<String>(r.get()).ok());
                 let timed_out = matches!(
                     reason.as_deref(),
@@ -221,7 +221,7 @@ impl Hub {
                 } else {
                     Outcome::Cancelled
                 };
-                self.end_call(&key_of(&id), || outcome);
+                self.end_call(&key_of(id), || outcome);
             }
             _ => {}
         }
@@ -720,15 +720,15 @@ impl Connection {
                 "initialize needs an id".to_owned(),
             )));
         };
-        let client_capabilities = initialize.get_path(&["params", "capabilities"]);
+        let client_capabilities = initialize.path(&["params", "capabilities"]);
         let spec = PortSpec {
             era: Era::Legacy,
-            capabilities: PortCapabilities::from_json(client_capabilities.as_deref()),
-            client_capabilities,
+            capabilities: PortCapabilities::from_json(client_capabilities),
+            client_capabilities: client_capabilities.map(ToOwned::to_owned),
             client_info: initialize.get_path(&["params", "clientInfo"]),
         };
         let requested = initialize
-            .get_path(&["params", "protocolVersion"])
+            .path(&["params", "protocolVersion"])
             .and_then(|v| serde_json::from_str::<String>(v.get()).ok());
         let (upstream_era, handshake) = self.handshake().await?;
         let (version, result) = match upstream_era {

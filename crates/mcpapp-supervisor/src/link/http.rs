@@ -149,7 +149,7 @@ async fn dispatch(
             // response stream; anything else has no meaning there.
             if method.as_deref() == Some("notifications/cancelled")
                 && let Some(key) = message
-                    .get_path(&["params", "requestId"])
+                    .path(&["params", "requestId"])
                     .map(|id| id.get().trim().to_owned())
                 && let Some(exchange) = exchanges.remove(&key)
             {
@@ -193,7 +193,7 @@ async fn dispatch(
         // before the request it cancels; wait until the server has begun answering it.
         if method.as_deref() == Some("notifications/cancelled")
             && let Some(key) = message
-                .get_path(&["params", "requestId"])
+                .path(&["params", "requestId"])
                 .map(|id| id.get().trim().to_owned())
             && let Some(rx) = unanswered.remove(&key)
         {
@@ -473,7 +473,7 @@ impl Inner {
     fn note_initialize(&self, message: &RawMessage) {
         if message.kind() == MessageKind::Response
             && let Some(version) = message
-                .get_path(&["result", "protocolVersion"])
+                .path(&["result", "protocolVersion"])
                 .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
         {
             self.session
@@ -763,7 +763,7 @@ fn modern_headers(base: &HeaderMap, message: &RawMessage, version: &str) -> Head
     };
     if let Some(field) = name_field
         && let Some(name) = message
-            .get_path(&["params", field])
+            .path(&["params", field])
             .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
         && let Ok(value) = HeaderValue::from_str(&header_text(&name))
     {
