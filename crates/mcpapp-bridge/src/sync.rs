@@ -313,7 +313,7 @@ impl Shared {
             // It can never run; there is nothing to register or reserve.
             return;
         }
-        if app.snapshot().state.lifecycle != Lifecycle::Running {
+        if app.lifecycle() != Lifecycle::Running {
             if previous.is_some_and(|p| !p.running) {
                 return;
             }

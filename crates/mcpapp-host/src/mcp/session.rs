@@ -166,7 +166,7 @@ pub(crate) fn running_apps(supervisor: &Supervisor) -> Vec<(AppHandle, Scope)> {
     supervisor
         .list()
         .into_iter()
-        .filter(|app| app.snapshot().state.lifecycle == Lifecycle::Running)
+        .filter(|app| app.lifecycle() == Lifecycle::Running)
         .map(|app| {
             let prefix = app.spec().map(|s| s.tool_name_prefix).unwrap_or_default();
             let scope = Scope::new(app.id(), prefix);

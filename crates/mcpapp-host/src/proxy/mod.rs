@@ -121,7 +121,7 @@ pub(crate) struct ProxyQuery {
 }
 
 fn running(app: &AppHandle, id: Option<&RawValue>) -> Result<(), Response> {
-    let state = app.snapshot().state.lifecycle;
+    let state = app.lifecycle();
     if state == Lifecycle::Running {
         Ok(())
     } else {
