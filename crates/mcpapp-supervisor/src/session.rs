@@ -7,8 +7,7 @@
 //! any number of browser sessions share one upstream session byte for byte, over stdio and
 //! HTTP alike (see docs/architecture.md, "One upstream session").
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -86,8 +85,10 @@ struct Hub {
     ports: HashMap<PortId, mpsc::Sender<RawMessage>>,
     requests: HashMap<Key, mpsc::UnboundedSender<RawMessage>>,
     /// When each port request runs out, soonest first; kept whether or not anyone still
-    /// waits for the answer, so no request stays pending upstream for ever.
-    deadlines: BinaryHeap<Reverse<(Instant, Key)>>,
+    /// waits for the answer, so no request stays pending upstream for ever. Every bounded
+    /// request gets the same timeout, so arrival order is deadline order: a queue, whose
+    /// answered entries are skipped when they come up (and swept out when they pile up).
+    deadlines: VecDeque<(Instant, Key)>,
     request_timeout: Duration,
     /// Ports already warned about for not reading their notifications.
     lagging: std::collections::HashSet<PortId>,
@@ -331,10 +332,7 @@ impl Hub {
                         self.calls.insert(taken.stream.clone(), call);
                     }
                     if taken.bounded {
-                        self.deadlines.push(Reverse((
-                            Instant::now() + self.request_timeout,
-                            taken.stream.clone(),
-                        )));
+                        self.add_deadline(taken.stream.clone());
                     }
                     self.requests.insert(taken.stream.clone(), stream);
                     let _ = accepted.send(Ok(taken.stream));
@@ -390,13 +388,25 @@ impl Hub {
         }
     }
 
+    /// Starts the request timeout of the port request `key`.
+    fn add_deadline(&mut self, key: Key) {
+        // Answered requests stay queued until their deadline comes up; once they are most of
+        // the queue, they go, so the queue stays about as long as the requests in flight.
+        if self.deadlines.len() >= 64 && self.deadlines.len() > 2 * self.requests.len() {
+            let requests = &self.requests;
+            self.deadlines.retain(|(_, key)| requests.contains_key(key));
+        }
+        self.deadlines
+            .push_back((Instant::now() + self.request_timeout, key));
+    }
+
     /// Requests whose time is up: the caller (if still there) gets an error, and the server is
     /// told to stop.
     fn expire(&mut self, now: Instant) {
-        while let Some(Reverse((due, _))) = self.deadlines.peek()
+        while let Some((due, _)) = self.deadlines.front()
             && *due <= now
         {
-            let Some(Reverse((_, key))) = self.deadlines.pop() else {
+            let Some((_, key)) = self.deadlines.pop_front() else {
                 break;
             };
             let Some(stream) = self.requests.remove(&key) else {
@@ -451,10 +461,25 @@ impl Hub {
         mut link_events: mpsc::UnboundedReceiver<LinkEvent>,
         mut commands: mpsc::UnboundedReceiver<HubCommand>,
     ) {
+        // One timer for the hub's life, set to the oldest queued deadline. It is not moved
+        // when that request is answered (requests are answered far more often than they time
+        // out): it fires, finds nothing due, and is set to the next one.
+        let timer = tokio::time::sleep_until(Instant::now());
+        let mut timer = std::pin::pin!(timer);
+        let mut armed: Option<Instant> = None;
         loop {
-            let next_deadline = self.deadlines.peek().map(|Reverse((due, _))| *due);
+            let next_deadline = self.deadlines.front().map(|(due, _)| *due);
+            if next_deadline.is_some() && armed.is_none() {
+                armed = next_deadline;
+                if let Some(due) = armed {
+                    timer.as_mut().reset(due);
+                }
+            }
             tokio::select! {
-                () = sleep_until_some(next_deadline) => self.expire(Instant::now()),
+                () = timer.as_mut(), if armed.is_some() => {
+                    armed = None;
+                    self.expire(Instant::now());
+                }
                 event = link_events.recv() => match event {
                     Some(LinkEvent::Message { message, origin }) => {
                         let deliveries = self.router.upstream(message, &origin);
@@ -496,14 +521,6 @@ fn secret() -> [u64; 2] {
         *part = hasher.finish();
     }
     parts
-}
-
-/// Sleeps until `deadline`, or for ever without one.
-async fn sleep_until_some(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// Waits until the link has closed and returns why.
@@ -621,7 +638,7 @@ impl Connection {
             to_rmcp,
             ports: HashMap::new(),
             requests: HashMap::new(),
-            deadlines: BinaryHeap::new(),
+            deadlines: VecDeque::new(),
             request_timeout,
             lagging: std::collections::HashSet::new(),
             probes: HashMap::new(),
