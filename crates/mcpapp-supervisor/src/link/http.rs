@@ -167,10 +167,13 @@ async fn dispatch(
         if let Some(key) = request.clone().filter(|_| !barrier) {
             let (sent, sent_rx) = oneshot::channel();
             let (responding, responding_rx) = oneshot::channel();
-            // Forget the ones already handed over and answered, so the tables stay short.
-            handed_over.retain(|rx| rx.is_empty() && !rx.is_terminated());
+            // Forget the ones already handed over and answered, so the tables stay as short
+            // as the requests in flight. Both signal by sending or by dropping their sender
+            // (`post` drops `responding`), and a receiver whose sender was dropped still counts
+            // as empty: only `try_recv` tells waiting from done.
+            handed_over.retain_mut(still_waiting);
             handed_over.push(sent_rx);
-            unanswered.retain(|_, rx| rx.is_empty() && !rx.is_terminated());
+            unanswered.retain(|_, rx| still_waiting(rx));
             unanswered.insert(key.clone(), responding_rx);
             exchanges.retain(|_, exchange| !exchange.is_finished());
             let inner = inner.clone();
@@ -210,6 +213,11 @@ async fn dispatch(
             debug!("a notification was not acknowledged within {BARRIER_WAIT:?}; sending on");
         }
     }
+}
+
+/// Whether a signal has neither come nor been given up (its sender still holds it).
+fn still_waiting(rx: &mut oneshot::Receiver<()>) -> bool {
+    matches!(rx.try_recv(), Err(oneshot::error::TryRecvError::Empty))
 }
 
 /// A request body that says when the connection has taken it (so that a barrier after it
