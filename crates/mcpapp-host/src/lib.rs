@@ -187,9 +187,18 @@ impl Host {
             .route("/assets/{file}", get(views::asset))
             .with_state(self.state.clone());
         let access = security::Access::new(config);
-        api.merge(assets).layer(security::cors(&access)).layer(
-            axum::middleware::from_fn_with_state(access, security::guard),
-        )
+        let cors = security::cors(&access);
+        // The Host/Origin guard and CORS see every request, so they wrap the router as a
+        // whole rather than each route (what `Router::layer` does): axum clones a route's
+        // whole stack of boxed services for every request it serves, one box per layer.
+        let outer = tower::ServiceBuilder::new()
+            .layer(axum::middleware::from_fn_with_state(
+                access,
+                security::guard,
+            ))
+            .layer(cors)
+            .service(api.merge(assets));
+        Router::new().fallback_service(outer)
     }
 
     /// The sandbox router, for the second listener (a different origin): only
