@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::{AppHandle, Supervisor, SupervisorEvent, ToolDescriptor};
+use mcpapp_supervisor::{AppHandle, Descriptors, Supervisor, SupervisorEvent, ToolDescriptor};
 use serde::Serialize;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{broadcast, mpsc, oneshot};
@@ -128,9 +128,10 @@ struct State {
 struct Registered {
     /// Whether its tools are registered (else its registration is empty).
     running: bool,
-    /// The prefix and tool list they were built from.
+    /// The prefix and tool list they were built from (the app's own listing, shared rather
+    /// than copied: with many apps, tool schemas are much of the gateway's memory).
     prefix: String,
-    tools: Vec<ToolDescriptor>,
+    tools: Arc<Descriptors>,
     /// Problems found in that tool list.
     warnings: Vec<SyncDiagnostic>,
 }
@@ -328,7 +329,7 @@ impl Shared {
                 Registered {
                     running: false,
                     prefix: String::new(),
-                    tools: Vec::new(),
+                    tools: Arc::default(),
                     warnings: Vec::new(),
                 },
             );
@@ -342,7 +343,8 @@ impl Shared {
             .unwrap_or_default();
         // The handle of a running app with the same id is the one the tools were built with:
         // a reload keeps the handle of an app that stays runnable.
-        if previous.is_some_and(|p| p.running && p.prefix == prefix && p.tools == descriptors.tools)
+        if previous
+            .is_some_and(|p| p.running && p.prefix == prefix && p.tools.tools == descriptors.tools)
         {
             return;
         }
@@ -373,7 +375,7 @@ impl Shared {
             Registered {
                 running: true,
                 prefix,
-                tools: descriptors.tools.clone(),
+                tools: descriptors,
                 warnings,
             },
         );
@@ -480,7 +482,7 @@ mod tests {
         Registered {
             running: false,
             prefix: String::new(),
-            tools: Vec::new(),
+            tools: Arc::default(),
             warnings: Vec::new(),
         }
     }
