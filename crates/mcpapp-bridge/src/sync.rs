@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::{AppHandle, Descriptors, Supervisor, SupervisorEvent, ToolDescriptor};
+use mcpapp_supervisor::{AppHandle, Descriptors, Supervisor, SupervisorEvent};
 use serde::Serialize;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{broadcast, mpsc, oneshot};
@@ -348,7 +348,7 @@ impl Shared {
         {
             return;
         }
-        let (tools, warnings) = build_tools(app, &descriptors.tools, &prefix);
+        let (tools, warnings) = build_tools(app, &descriptors, &prefix);
         let current: BTreeSet<(String, String)> = warnings
             .iter()
             .map(|w| (w.tool.clone(), w.message.clone()))
@@ -395,12 +395,12 @@ impl Shared {
 /// The tools of one app that the model may see, and the problems found.
 fn build_tools(
     app: &AppHandle,
-    descriptors: &[ToolDescriptor],
+    listing: &Arc<Descriptors>,
     prefix: &str,
 ) -> (Vec<Arc<dyn Tool>>, Vec<SyncDiagnostic>) {
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     let mut warnings = Vec::new();
-    for descriptor in descriptors {
+    for (index, descriptor) in listing.tools.iter().enumerate() {
         let registered = format!("{prefix}{}", descriptor.name);
         if descriptor.visibility.malformed {
             warnings.push(SyncDiagnostic {
@@ -432,7 +432,13 @@ fn build_tools(
             });
             continue;
         }
-        tools.push(Arc::new(McpAppTool::new(app.clone(), descriptor, prefix)));
+        tools.push(Arc::new(McpAppTool::in_listing(
+            app.clone(),
+            listing,
+            index,
+            descriptor,
+            prefix,
+        )));
     }
     (tools, warnings)
 }
