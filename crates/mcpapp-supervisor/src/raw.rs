@@ -269,6 +269,12 @@ impl RawMessage {
             .and_then(|text| serde_json::from_str::<&RawValue>(text).ok())
     }
 
+    /// A top-level member's text as written, without checking it again (it was checked when
+    /// the message was parsed).
+    pub(crate) fn member_text(&self, name: &str) -> Option<&str> {
+        self.slice(name)
+    }
+
     /// Replaces the id.
     pub fn set_id(&mut self, id: &RawValue) {
         self.put("id", id.get());

@@ -137,9 +137,10 @@ fn outcome_of(message: &RawMessage) -> Outcome {
         #[serde(rename = "isError", default)]
         is_error: Option<bool>,
     }
-    match message.member("result") {
+    // The result's text as it is (member() would check the whole result once more first).
+    match message.member_text("result") {
         None => Outcome::Failed,
-        Some(result) => match serde_json::from_str::<Flag>(result.get()) {
+        Some(result) => match serde_json::from_str::<Flag>(result) {
             Ok(Flag {
                 is_error: Some(true),
             }) => Outcome::Error,
