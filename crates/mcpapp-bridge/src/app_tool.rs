@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use mcpapp_supervisor::mcp::{CallToolResult, ContentBlock, ResourceContents};
-use mcpapp_supervisor::{AppHandle, CallError, ToolDescriptor};
+use mcpapp_supervisor::{AppHandle, CallError, Descriptors, ToolDescriptor};
 use serde_json::{Map, Value};
 use tracing::Instrument as _;
 
@@ -47,7 +47,11 @@ struct Inner {
     name: String,
     remote_name: String,
     description: String,
-    input_schema: Value,
+    /// The app's listing the tool is in, shared with the supervisor rather than copied (its
+    /// input schema is read from there): with many apps, schemas are much of the gateway's
+    /// memory.
+    listing: Arc<Descriptors>,
+    index: usize,
     meta: Option<Value>,
     ui_resource_uri: Option<String>,
 }
@@ -65,6 +69,22 @@ impl std::fmt::Debug for McpAppTool {
 impl McpAppTool {
     /// The tool `descriptor` of `app`, registered as `prefix` + its remote name.
     pub fn new(app: AppHandle, descriptor: &ToolDescriptor, prefix: &str) -> Self {
+        let listing = Arc::new(Descriptors {
+            tools: vec![descriptor.clone()],
+            ..Descriptors::default()
+        });
+        Self::in_listing(app, &listing, 0, descriptor, prefix)
+    }
+
+    /// `descriptor`, tool `index` of the app's `listing`, registered as `prefix` + its remote
+    /// name; the listing is shared, not copied.
+    pub(crate) fn in_listing(
+        app: AppHandle,
+        listing: &Arc<Descriptors>,
+        index: usize,
+        descriptor: &ToolDescriptor,
+        prefix: &str,
+    ) -> Self {
         let description = match descriptor.description.as_deref().map(str::trim) {
             Some(text) if !text.is_empty() => text.to_owned(),
             _ => synthetic_description(&app, &descriptor.name),
@@ -74,7 +94,8 @@ impl McpAppTool {
                 name: format!("{prefix}{}", descriptor.name),
                 remote_name: descriptor.name.clone(),
                 description,
-                input_schema: descriptor.input_schema.clone(),
+                listing: Arc::clone(listing),
+                index,
                 meta: descriptor.meta.clone().map(Value::Object),
                 ui_resource_uri: descriptor.ui_resource_uri.clone(),
                 app,
@@ -109,7 +130,13 @@ impl Tool for McpAppTool {
     }
 
     fn input_schema(&self) -> &Value {
-        &self.inner.input_schema
+        // The index was checked when the tool was made, and a listing never changes.
+        static NONE: Value = Value::Null;
+        self.inner
+            .listing
+            .tools
+            .get(self.inner.index)
+            .map_or(&NONE, |tool| &tool.input_schema)
     }
 
     fn meta(&self) -> Option<&Value> {

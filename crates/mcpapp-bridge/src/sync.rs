@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::{AppHandle, Supervisor, SupervisorEvent, ToolDescriptor};
+use mcpapp_supervisor::{AppHandle, Descriptors, Supervisor, SupervisorEvent};
 use serde::Serialize;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{broadcast, mpsc, oneshot};
@@ -128,9 +128,10 @@ struct State {
 struct Registered {
     /// Whether its tools are registered (else its registration is empty).
     running: bool,
-    /// The prefix and tool list they were built from.
+    /// The prefix and tool list they were built from (the app's own listing, shared rather
+    /// than copied: with many apps, tool schemas are much of the gateway's memory).
     prefix: String,
-    tools: Vec<ToolDescriptor>,
+    tools: Arc<Descriptors>,
     /// Problems found in that tool list.
     warnings: Vec<SyncDiagnostic>,
 }
@@ -313,7 +314,7 @@ impl Shared {
             // It can never run; there is nothing to register or reserve.
             return;
         }
-        if app.snapshot().state.lifecycle != Lifecycle::Running {
+        if app.lifecycle() != Lifecycle::Running {
             if previous.is_some_and(|p| !p.running) {
                 return;
             }
@@ -328,7 +329,7 @@ impl Shared {
                 Registered {
                     running: false,
                     prefix: String::new(),
-                    tools: Vec::new(),
+                    tools: Arc::default(),
                     warnings: Vec::new(),
                 },
             );
@@ -342,11 +343,12 @@ impl Shared {
             .unwrap_or_default();
         // The handle of a running app with the same id is the one the tools were built with:
         // a reload keeps the handle of an app that stays runnable.
-        if previous.is_some_and(|p| p.running && p.prefix == prefix && p.tools == descriptors.tools)
+        if previous
+            .is_some_and(|p| p.running && p.prefix == prefix && p.tools.tools == descriptors.tools)
         {
             return;
         }
-        let (tools, warnings) = build_tools(app, &descriptors.tools, &prefix);
+        let (tools, warnings) = build_tools(app, &descriptors, &prefix);
         let current: BTreeSet<(String, String)> = warnings
             .iter()
             .map(|w| (w.tool.clone(), w.message.clone()))
@@ -373,7 +375,7 @@ impl Shared {
             Registered {
                 running: true,
                 prefix,
-                tools: descriptors.tools.clone(),
+                tools: descriptors,
                 warnings,
             },
         );
@@ -393,12 +395,12 @@ impl Shared {
 /// The tools of one app that the model may see, and the problems found.
 fn build_tools(
     app: &AppHandle,
-    descriptors: &[ToolDescriptor],
+    listing: &Arc<Descriptors>,
     prefix: &str,
 ) -> (Vec<Arc<dyn Tool>>, Vec<SyncDiagnostic>) {
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     let mut warnings = Vec::new();
-    for descriptor in descriptors {
+    for (index, descriptor) in listing.tools.iter().enumerate() {
         let registered = format!("{prefix}{}", descriptor.name);
         if descriptor.visibility.malformed {
             warnings.push(SyncDiagnostic {
@@ -430,7 +432,13 @@ fn build_tools(
             });
             continue;
         }
-        tools.push(Arc::new(McpAppTool::new(app.clone(), descriptor, prefix)));
+        tools.push(Arc::new(McpAppTool::in_listing(
+            app.clone(),
+            listing,
+            index,
+            descriptor,
+            prefix,
+        )));
     }
     (tools, warnings)
 }
@@ -480,7 +488,7 @@ mod tests {
         Registered {
             running: false,
             prefix: String::new(),
-            tools: Vec::new(),
+            tools: Arc::default(),
             warnings: Vec::new(),
         }
     }

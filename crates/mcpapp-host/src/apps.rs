@@ -245,9 +245,7 @@ pub(crate) async fn control(
     result.map_err(|e| ApiError::Conflict(e.to_string()))?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(
-            json!({ "ok": true, "id": id, "action": action, "lifecycle": handle.snapshot().state.lifecycle }),
-        ),
+        Json(json!({ "ok": true, "id": id, "action": action, "lifecycle": handle.lifecycle() })),
     ))
 }
 
@@ -282,7 +280,7 @@ pub(crate) async fn health(
         .sandbox_origin
         .as_ref()
         .map(|o| format!("{o}/sandbox.html"));
-    let running = |h: &AppHandle| h.snapshot().state.lifecycle == Lifecycle::Running;
+    let running = |h: &AppHandle| h.lifecycle() == Lifecycle::Running;
     let picked = match query.app_id.filter(|id| !id.is_empty()) {
         Some(id) => Some(find(&state, &id)?),
         None => {

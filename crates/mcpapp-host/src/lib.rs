@@ -220,21 +220,27 @@ impl Host {
         let replica = replica::replica_header_value(&config.replica_name);
         let sandbox = security::SandboxByHost::new(&config, self.sandbox_router());
         let access = security::Access::new(config);
-        let main = api.merge(assets).layer(security::cors(&access)).layer(
-            axum::middleware::from_fn_with_state(access, security::guard),
-        );
+        let cors = security::cors(&access);
         // Behind a balancer the sandbox's public name may point at this listener too.
-        let main = match sandbox {
-            Some(sandbox) => main.layer(axum::middleware::from_fn_with_state(
-                Arc::new(sandbox),
-                security::sandbox_by_host,
-            )),
-            None => main,
-        };
-        main.layer(axum::middleware::from_fn_with_state(
-            replica,
-            replica::name_replica,
-        ))
+        let sandbox = sandbox.map(|sandbox| {
+            axum::middleware::from_fn_with_state(Arc::new(sandbox), security::sandbox_by_host)
+        });
+        // These layers see every request, so they wrap the router as a whole rather than
+        // each route (what `Router::layer` does): axum clones a route's whole stack of boxed
+        // services for every request it serves, one box per layer. Outermost first.
+        let outer = tower::ServiceBuilder::new()
+            .layer(axum::middleware::from_fn_with_state(
+                replica,
+                replica::name_replica,
+            ))
+            .option_layer(sandbox)
+            .layer(axum::middleware::from_fn_with_state(
+                access,
+                security::guard,
+            ))
+            .layer(cors)
+            .service(api.merge(assets));
+        Router::new().fallback_service(outer)
     }
 
     /// The reloader, when the parts have a discovery.

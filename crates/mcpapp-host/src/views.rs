@@ -185,7 +185,7 @@ pub(crate) async fn prepare(
         .supervisor
         .get(&id)
         .ok_or_else(|| ApiError::NotFound(format!("no app with id '{id}'")))?;
-    let lifecycle = app.snapshot().state.lifecycle;
+    let lifecycle = app.lifecycle();
     if lifecycle != Lifecycle::Running {
         return Err(ApiError::Unavailable(format!(
             "app '{id}' is not running (it is {lifecycle})"

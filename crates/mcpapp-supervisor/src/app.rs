@@ -167,6 +167,10 @@ impl AppShared {
         self.snapshot.borrow().clone()
     }
 
+    pub(crate) fn lifecycle(&self) -> Lifecycle {
+        self.snapshot.borrow().state.lifecycle
+    }
+
     pub(crate) fn subscribe(&self) -> watch::Receiver<AppSnapshot> {
         self.snapshot.subscribe()
     }

@@ -55,7 +55,7 @@ pub(crate) fn is_modern(version: &str) -> bool {
 
 fn meta_string(message: &RawMessage, key: &str) -> Option<String> {
     message
-        .get_path(&["params", "_meta", key])
+        .path(&["params", "_meta", key])
         .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
 }
 
@@ -125,7 +125,7 @@ pub(crate) fn inject_request_meta(
 /// know how long the app's answer holds).
 pub(crate) fn complete_result(message: &mut RawMessage, method: &str) {
     let mut set = |key: &str, value: Box<RawValue>| {
-        if message.get_path(&["result", key]).is_none() {
+        if message.path(&["result", key]).is_none() {
             let _ = message.set_path(&["result", key], &value);
         }
     };
@@ -232,7 +232,7 @@ pub(crate) enum Probe {
 pub(crate) fn classify_probe(answer: &RawMessage) -> Probe {
     let lists_modern = |path: &[&str]| {
         answer
-            .get_path(path)
+            .path(path)
             .and_then(|v| serde_json::from_str::<Vec<String>>(v.get()).ok())
             .is_some_and(|versions| versions.iter().any(|v| v == MODERN))
     };

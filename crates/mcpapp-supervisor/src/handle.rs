@@ -41,6 +41,12 @@ impl AppHandle {
         self.shared.snapshot()
     }
 
+    /// Its lifecycle state now, without copying the rest of the snapshot (proxied requests
+    /// check it on every call).
+    pub fn lifecycle(&self) -> mcpapp_manifest::Lifecycle {
+        self.shared.lifecycle()
+    }
+
     /// A receiver that sees every change of the snapshot.
     pub fn watch(&self) -> watch::Receiver<AppSnapshot> {
         self.shared.subscribe()

@@ -288,7 +288,7 @@ pub(crate) fn key_of(value: &RawValue) -> Key {
 
 fn string_at(message: &RawMessage, path: &[&str]) -> Option<String> {
     message
-        .get_path(path)
+        .path(path)
         .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
 }
 
@@ -693,7 +693,7 @@ impl Router {
     ) -> Accepted {
         let wanted = |name: &str| {
             message
-                .get_path(&["params", "notifications", name])
+                .path(&["params", "notifications", name])
                 .is_some_and(|v| v.get() == "true")
         };
         let capabilities: serde_json::Value = self
@@ -708,7 +708,7 @@ impl Router {
         let resources = wanted("resourcesListChanged") && offers("resources", "listChanged");
         let uris: Vec<String> = if offers("resources", "subscribe") {
             message
-                .get_path(&["params", "notifications", "resourceSubscriptions"])
+                .path(&["params", "notifications", "resourceSubscriptions"])
                 .and_then(|v| serde_json::from_str(v.get()).ok())
                 .unwrap_or_default()
         } else {
@@ -804,7 +804,7 @@ impl Router {
         let Some(server_request) = pending.held.clone() else {
             return Ok(None);
         };
-        let Some(answer) = message.get_path(&["params", "inputResponses", "input"]) else {
+        let Some(answer) = message.path(&["params", "inputResponses", "input"]) else {
             // Nothing for the input yet: ask again, as the spec suggests.
             let asked = self.reask(&stream, handle, retry_id);
             return Err(asked);
@@ -820,7 +820,7 @@ impl Router {
         if let Some(entry) = self.ports.get_mut(&port) {
             entry.in_flight.push(stream.clone());
         }
-        let reply = RawMessage::response(&raw_json(server_request.clone()), &answer);
+        let reply = RawMessage::response(&raw_json(server_request.clone()), answer);
         Ok(Some(Accepted {
             stream,
             deliveries: vec![Delivery::Upstream {
@@ -856,10 +856,10 @@ impl Router {
             // The upstream's roots are the gateway's, not this port's.
             Some("notifications/roots/list_changed") => Vec::new(),
             Some("notifications/cancelled") => {
-                let Some(original) = message.get_path(&["params", "requestId"]) else {
+                let Some(original) = message.path(&["params", "requestId"]) else {
                     return Vec::new();
                 };
-                let original = key_of(&original);
+                let original = key_of(original);
                 let key = self.ports.get(&port).and_then(|entry| {
                     entry.in_flight.iter().find(|k| {
                         self.requests
@@ -870,7 +870,7 @@ impl Router {
                 match key.cloned() {
                     Some(key) => {
                         let reason = message
-                            .get_path(&["params", "reason"])
+                            .path(&["params", "reason"])
                             .and_then(|r| serde_json::from_str::<String>(r.get()).ok())
                             .unwrap_or_else(|| "cancelled by the client".to_owned());
                         let stream = self.requests.get(&key).map(|p| p.stream.clone());
@@ -1121,9 +1121,9 @@ impl Router {
             }
             MessageKind::Notification => {
                 if message.method().as_deref() == Some("notifications/cancelled")
-                    && let Some(id) = message.get_path(&["params", "requestId"])
+                    && let Some(id) = message.path(&["params", "requestId"])
                 {
-                    self.rmcp_in_flight.remove(&key_of(&id));
+                    self.rmcp_in_flight.remove(&key_of(id));
                 }
             }
         }
@@ -1292,7 +1292,7 @@ impl Router {
     fn restore_subscription_id(&self, message: &mut RawMessage, path: &[&str]) -> Option<Key> {
         let mut full: Vec<&str> = path.to_vec();
         full.push(META_SUBSCRIPTION_ID);
-        let id = message.get_path(&full).map(|v| key_of(&v))?;
+        let id = message.path(&full).map(key_of)?;
         let pending = self.requests.get(&id)?;
         let original = pending.original_id.clone();
         let stream = pending.stream.clone();
@@ -1312,9 +1312,7 @@ impl Router {
         }
         match method.as_str() {
             "notifications/progress" => {
-                let token = message
-                    .get_path(&["params", "progressToken"])
-                    .map(|t| key_of(&t));
+                let token = message.path(&["params", "progressToken"]).map(key_of);
                 match token.and_then(|t| self.tokens.get(&t).cloned()) {
                     Some((request, original)) => {
                         if message
@@ -1337,9 +1335,7 @@ impl Router {
                 }
             }
             "notifications/cancelled" => {
-                let id = message
-                    .get_path(&["params", "requestId"])
-                    .map(|id| key_of(&id));
+                let id = message.path(&["params", "requestId"]).map(key_of);
                 match id.and_then(|id| self.server_requests.remove(&id)) {
                     Some(Owner::Port { request, .. }) => {
                         let stream = self

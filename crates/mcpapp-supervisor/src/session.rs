@@ -7,8 +7,7 @@
 //! any number of browser sessions share one upstream session byte for byte, over stdio and
 //! HTTP alike (see docs/architecture.md, "One upstream session").
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -86,8 +85,10 @@ struct Hub {
     ports: HashMap<PortId, mpsc::Sender<RawMessage>>,
     requests: HashMap<Key, mpsc::UnboundedSender<RawMessage>>,
     /// When each port request runs out, soonest first; kept whether or not anyone still
-    /// waits for the answer, so no request stays pending upstream for ever.
-    deadlines: BinaryHeap<Reverse<(Instant, Key)>>,
+    /// waits for the answer, so no request stays pending upstream for ever. Every bounded
+    /// request gets the same timeout, so arrival order is deadline order: a queue, whose
+    /// answered entries are skipped when they come up (and swept out when they pile up).
+    deadlines: VecDeque<(Instant, Key)>,
     request_timeout: Duration,
     /// Ports already warned about for not reading their notifications.
     lagging: std::collections::HashSet<PortId>,
@@ -136,9 +137,10 @@ fn outcome_of(message: &RawMessage) -> Outcome {
         #[serde(rename = "isError", default)]
         is_error: Option<bool>,
     }
-    match message.member("result") {
+    // The result's text as it is (member() would check the whole result once more first).
+    match message.member_text("result") {
         None => Outcome::Failed,
-        Some(result) => match serde_json::from_str::<Flag>(result.get()) {
+        Some(result) => match serde_json::from_str::<Flag>(result) {
             Ok(Flag {
                 is_error: Some(true),
             }) => Outcome::Error,
@@ -167,8 +169,8 @@ fn begin_call(
     if !is_method(message, "tools/call") {
         return None;
     }
-    let name = message.get_path(&["params", "name"]);
-    let name = name.as_deref().map(RawValue::get);
+    let name = message.path(&["params", "name"]);
+    let name = name.map(RawValue::get);
     // A plain string is looked up as written; one with escapes is decoded first.
     let decoded;
     let name = match name {
@@ -201,11 +203,11 @@ impl Hub {
                 }
             }
             MessageKind::Notification if is_method(message, "notifications/cancelled") => {
-                let Some(id) = message.get_path(&["params", "requestId"]) else {
+                let Some(id) = message.path(&["params", "requestId"]) else {
                     return;
                 };
                 let reason = message
-                    .get_path(&["params", "reason"])
+                    .path(&["params", "reason"])
                     .and_then(|r| serde_json::from_str::<String>(r.get()).ok());
                 let timed_out = matches!(
                     reason.as_deref(),
@@ -221,7 +223,7 @@ impl Hub {
                 } else {
                     Outcome::Cancelled
                 };
-                self.end_call(&key_of(&id), || outcome);
+                self.end_call(&key_of(id), || outcome);
             }
             _ => {}
         }
@@ -331,10 +333,7 @@ impl Hub {
                         self.calls.insert(taken.stream.clone(), call);
                     }
                     if taken.bounded {
-                        self.deadlines.push(Reverse((
-                            Instant::now() + self.request_timeout,
-                            taken.stream.clone(),
-                        )));
+                        self.add_deadline(taken.stream.clone());
                     }
                     self.requests.insert(taken.stream.clone(), stream);
                     let _ = accepted.send(Ok(taken.stream));
@@ -390,13 +389,25 @@ impl Hub {
         }
     }
 
+    /// Starts the request timeout of the port request `key`.
+    fn add_deadline(&mut self, key: Key) {
+        // Answered requests stay queued until their deadline comes up; once they are most of
+        // the queue, they go, so the queue stays about as long as the requests in flight.
+        if self.deadlines.len() >= 64 && self.deadlines.len() > 2 * self.requests.len() {
+            let requests = &self.requests;
+            self.deadlines.retain(|(_, key)| requests.contains_key(key));
+        }
+        self.deadlines
+            .push_back((Instant::now() + self.request_timeout, key));
+    }
+
     /// Requests whose time is up: the caller (if still there) gets an error, and the server is
     /// told to stop.
     fn expire(&mut self, now: Instant) {
-        while let Some(Reverse((due, _))) = self.deadlines.peek()
+        while let Some((due, _)) = self.deadlines.front()
             && *due <= now
         {
-            let Some(Reverse((_, key))) = self.deadlines.pop() else {
+            let Some((_, key)) = self.deadlines.pop_front() else {
                 break;
             };
             let Some(stream) = self.requests.remove(&key) else {
@@ -451,10 +462,25 @@ impl Hub {
         mut link_events: mpsc::UnboundedReceiver<LinkEvent>,
         mut commands: mpsc::UnboundedReceiver<HubCommand>,
     ) {
+        // One timer for the hub's life, set to the oldest queued deadline. It is not moved
+        // when that request is answered (requests are answered far more often than they time
+        // out): it fires, finds nothing due, and is set to the next one.
+        let timer = tokio::time::sleep_until(Instant::now());
+        let mut timer = std::pin::pin!(timer);
+        let mut armed: Option<Instant> = None;
         loop {
-            let next_deadline = self.deadlines.peek().map(|Reverse((due, _))| *due);
+            let next_deadline = self.deadlines.front().map(|(due, _)| *due);
+            if next_deadline.is_some() && armed.is_none() {
+                armed = next_deadline;
+                if let Some(due) = armed {
+                    timer.as_mut().reset(due);
+                }
+            }
             tokio::select! {
-                () = sleep_until_some(next_deadline) => self.expire(Instant::now()),
+                () = timer.as_mut(), if armed.is_some() => {
+                    armed = None;
+                    self.expire(Instant::now());
+                }
                 event = link_events.recv() => match event {
                     Some(LinkEvent::Message { message, origin }) => {
                         let deliveries = self.router.upstream(message, &origin);
@@ -496,14 +522,6 @@ fn secret() -> [u64; 2] {
         *part = hasher.finish();
     }
     parts
-}
-
-/// Sleeps until `deadline`, or for ever without one.
-async fn sleep_until_some(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// Waits until the link has closed and returns why.
@@ -621,7 +639,7 @@ impl Connection {
             to_rmcp,
             ports: HashMap::new(),
             requests: HashMap::new(),
-            deadlines: BinaryHeap::new(),
+            deadlines: VecDeque::new(),
             request_timeout,
             lagging: std::collections::HashSet::new(),
             probes: HashMap::new(),
@@ -720,15 +738,15 @@ impl Connection {
                 "initialize needs an id".to_owned(),
             )));
         };
-        let client_capabilities = initialize.get_path(&["params", "capabilities"]);
+        let client_capabilities = initialize.path(&["params", "capabilities"]);
         let spec = PortSpec {
             era: Era::Legacy,
-            capabilities: PortCapabilities::from_json(client_capabilities.as_deref()),
-            client_capabilities,
+            capabilities: PortCapabilities::from_json(client_capabilities),
+            client_capabilities: client_capabilities.map(ToOwned::to_owned),
             client_info: initialize.get_path(&["params", "clientInfo"]),
         };
         let requested = initialize
-            .get_path(&["params", "protocolVersion"])
+            .path(&["params", "protocolVersion"])
             .and_then(|v| serde_json::from_str::<String>(v.get()).ok());
         let (upstream_era, handshake) = self.handshake().await?;
         let (version, result) = match upstream_era {

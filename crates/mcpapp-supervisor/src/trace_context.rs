@@ -43,15 +43,13 @@ fn context_of(_span: &tracing::Span) -> Option<(String, Option<String>)> {
 
 /// Adds `span`'s context to a raw request's `params._meta`, unless it has a `traceparent`.
 pub(crate) fn inject_raw(message: &mut RawMessage, span: &tracing::Span) {
-    if message
-        .get_path(&["params", "_meta", TRACEPARENT])
-        .is_some()
-    {
-        return;
-    }
+    // The span's context first: without one (no exporter) the message is not even read.
     let Some((traceparent, state)) = context_of(span) else {
         return;
     };
+    if message.path(&["params", "_meta", TRACEPARENT]).is_some() {
+        return;
+    }
     // A request whose params are not an object cannot carry `_meta`; it goes as it is.
     if message
         .set_path(&["params", "_meta", TRACEPARENT], &raw_string(&traceparent))

@@ -47,7 +47,7 @@ impl Link {
         match self {
             Self::Session(session) => session.ui(),
             Self::Request(request) => request
-                .get_path(&[
+                .path(&[
                     "params",
                     "_meta",
                     "io.modelcontextprotocol/clientCapabilities",
@@ -115,7 +115,7 @@ pub(crate) async fn ask(
     match response.member("result") {
         Some(result) => Ok(result.to_owned()),
         None => Err(response
-            .get_path(&["error", "message"])
+            .path(&["error", "message"])
             .and_then(|m| serde_json::from_str::<String>(m.get()).ok())
             .unwrap_or_else(|| "an error without a message".to_owned())),
     }

@@ -85,7 +85,7 @@ struct Wanted {
 impl Wanted {
     fn of(request: &RawMessage) -> Self {
         let filter: Value = request
-            .get_path(&["params", "notifications"])
+            .path(&["params", "notifications"])
             .and_then(|f| serde_json::from_str(f.get()).ok())
             .unwrap_or(Value::Null);
         let flag = |key: &str| filter.get(key).and_then(Value::as_bool) == Some(true);
@@ -256,7 +256,7 @@ async fn open_part(request: &RawMessage, part: &Part) -> Option<(Upstream, Vec<S
         return None;
     }
     let acked: Vec<String> = first
-        .get_path(&["params", "notifications", "resourceSubscriptions"])
+        .path(&["params", "notifications", "resourceSubscriptions"])
         .and_then(|u| serde_json::from_str(u.get()).ok())
         .unwrap_or_default();
     Some((

@@ -89,7 +89,7 @@ pub(crate) async fn list(
     kind: ListKind,
 ) -> RawMessage {
     let apps = running_apps(supervisor);
-    let meta = request.get_path(&["params", "_meta"]).map(|meta| {
+    let meta = request.path(&["params", "_meta"]).map(|meta| {
         // A progress token names the client's request, not the gateway's page requests.
         let mut meta: RawObject = serde_json::from_str(meta.get()).unwrap_or_default();
         meta.shift_remove("progressToken");

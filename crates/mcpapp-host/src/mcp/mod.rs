@@ -423,7 +423,7 @@ fn outward_final(scope: &Scope, read: bool, mut response: RawMessage) -> RawMess
     if !read || scope.is_bare() {
         return response;
     }
-    let Some(contents) = response.get_path(&["result", "contents"]) else {
+    let Some(contents) = response.path(&["result", "contents"]) else {
         return response;
     };
     let Ok(mut contents) = serde_json::from_str::<Vec<Value>>(contents.get()) else {
@@ -473,7 +473,7 @@ impl Stream for Relayed {
 /// Runs a tool the registry has from outside the apps; its output is all there is.
 async fn run_gateway_tool(entry: &ToolEntry, message: &RawMessage) -> Value {
     let arguments = message
-        .get_path(&["params", "arguments"])
+        .path(&["params", "arguments"])
         .map_or_else(|| "{}".to_owned(), |a| a.get().to_owned());
     let output = entry.tool.invoke(arguments, ToolContext::new()).await;
     let mut result = json!({

@@ -123,7 +123,7 @@ pub(crate) fn plan(
 /// A string at a path of the message.
 pub(crate) fn text_at(message: &RawMessage, path: &[&str]) -> Option<String> {
     message
-        .get_path(path)
+        .path(path)
         .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
 }
 

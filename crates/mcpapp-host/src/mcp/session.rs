@@ -166,7 +166,7 @@ pub(crate) fn running_apps(supervisor: &Supervisor) -> Vec<(AppHandle, Scope)> {
     supervisor
         .list()
         .into_iter()
-        .filter(|app| app.snapshot().state.lifecycle == Lifecycle::Running)
+        .filter(|app| app.lifecycle() == Lifecycle::Running)
         .map(|app| {
             let prefix = app.spec().map(|s| s.tool_name_prefix).unwrap_or_default();
             let scope = Scope::new(app.id(), prefix);
@@ -267,7 +267,7 @@ impl McpSession {
         registry: &ToolRegistry,
     ) -> Arc<Self> {
         let ui = initialize
-            .get_path(&["params", "capabilities", "extensions", super::UI_EXTENSION])
+            .path(&["params", "capabilities", "extensions", super::UI_EXTENSION])
             .is_some();
         let (out, out_rx) = mpsc::channel(EVENT_BACKLOG);
         let stop = CancellationToken::new();
@@ -522,7 +522,7 @@ impl McpSession {
         }
         let targets: Vec<Arc<Port>> = if method == "notifications/cancelled" {
             let request = message
-                .get_path(&["params", "requestId"])
+                .path(&["params", "requestId"])
                 .map(|id| id.get().to_owned());
             let app = request.and_then(|id| lock(&self.in_flight).get(&id).cloned());
             app.and_then(|app| lock(&self.ports).get(&app).cloned())
@@ -616,7 +616,7 @@ pub(crate) fn rewrite_uri(message: &mut RawMessage, path: &[&str], scope: &Scope
         return;
     }
     let Some(uri) = message
-        .get_path(path)
+        .path(path)
         .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
     else {
         return;

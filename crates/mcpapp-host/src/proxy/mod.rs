@@ -121,7 +121,7 @@ pub(crate) struct ProxyQuery {
 }
 
 fn running(app: &AppHandle, id: Option<&RawValue>) -> Result<(), Response> {
-    let state = app.snapshot().state.lifecycle;
+    let state = app.lifecycle();
     if state == Lifecycle::Running {
         Ok(())
     } else {
@@ -264,7 +264,7 @@ fn authorize(
     let method = message.method().unwrap_or_default();
     if method == "tools/call" && state.config.enforce_app_visibility {
         let name = message
-            .get_path(&["params", "name"])
+            .path(&["params", "name"])
             .and_then(|n| serde_json::from_str::<String>(n.get()).ok())
             .unwrap_or_default();
         if let Some(tool) = app.descriptors().tool(&name)

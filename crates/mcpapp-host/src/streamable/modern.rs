@@ -44,7 +44,7 @@ pub(crate) fn refuse_get_or_delete(headers: &HeaderMap) -> Option<Response> {
 /// mapping: unknown methods are 404, header, capability and version errors 400).
 pub(crate) fn status_of(message: &RawMessage) -> StatusCode {
     let code = message
-        .get_path(&["error", "code"])
+        .path(&["error", "code"])
         .and_then(|c| c.get().parse::<i64>().ok());
     match code {
         Some(-32601) => StatusCode::NOT_FOUND,
@@ -71,7 +71,7 @@ fn decoded(value: &str) -> Option<String> {
 pub(crate) fn check(headers: &HeaderMap, message: &RawMessage) -> Result<(), Response> {
     let id = message.id();
     let version = request_protocol_version(message);
-    let capabilities = message.get_path(&[
+    let capabilities = message.path(&[
         "params",
         "_meta",
         "io.modelcontextprotocol/clientCapabilities",
@@ -132,7 +132,7 @@ pub(crate) fn check(headers: &HeaderMap, message: &RawMessage) -> Result<(), Res
     };
     if let Some(field) = field {
         let body = message
-            .get_path(&["params", field])
+            .path(&["params", field])
             .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
             .unwrap_or_default();
         match headers

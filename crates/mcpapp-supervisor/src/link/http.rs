@@ -149,7 +149,7 @@ async fn dispatch(
             // response stream; anything else has no meaning there.
             if method.as_deref() == Some("notifications/cancelled")
                 && let Some(key) = message
-                    .get_path(&["params", "requestId"])
+                    .path(&["params", "requestId"])
                     .map(|id| id.get().trim().to_owned())
                 && let Some(exchange) = exchanges.remove(&key)
             {
@@ -167,10 +167,13 @@ async fn dispatch(
         if let Some(key) = request.clone().filter(|_| !barrier) {
             let (sent, sent_rx) = oneshot::channel();
             let (responding, responding_rx) = oneshot::channel();
-            // Forget the ones already handed over and answered, so the tables stay short.
-            handed_over.retain(|rx| rx.is_empty() && !rx.is_terminated());
+            // Forget the ones already handed over and answered, so the tables stay as short
+            // as the requests in flight. Both signal by sending or by dropping their sender
+            // (`post` drops `responding`), and a receiver whose sender was dropped still counts
+            // as empty: only `try_recv` tells waiting from done.
+            handed_over.retain_mut(still_waiting);
             handed_over.push(sent_rx);
-            unanswered.retain(|_, rx| rx.is_empty() && !rx.is_terminated());
+            unanswered.retain(|_, rx| still_waiting(rx));
             unanswered.insert(key.clone(), responding_rx);
             exchanges.retain(|_, exchange| !exchange.is_finished());
             let inner = inner.clone();
@@ -193,7 +196,7 @@ async fn dispatch(
         // before the request it cancels; wait until the server has begun answering it.
         if method.as_deref() == Some("notifications/cancelled")
             && let Some(key) = message
-                .get_path(&["params", "requestId"])
+                .path(&["params", "requestId"])
                 .map(|id| id.get().trim().to_owned())
             && let Some(rx) = unanswered.remove(&key)
         {
@@ -210,6 +213,11 @@ async fn dispatch(
             debug!("a notification was not acknowledged within {BARRIER_WAIT:?}; sending on");
         }
     }
+}
+
+/// Whether a signal has neither come nor been given up (its sender still holds it).
+fn still_waiting(rx: &mut oneshot::Receiver<()>) -> bool {
+    matches!(rx.try_recv(), Err(oneshot::error::TryRecvError::Empty))
 }
 
 /// A request body that says when the connection has taken it (so that a barrier after it
@@ -473,7 +481,7 @@ impl Inner {
     fn note_initialize(&self, message: &RawMessage) {
         if message.kind() == MessageKind::Response
             && let Some(version) = message
-                .get_path(&["result", "protocolVersion"])
+                .path(&["result", "protocolVersion"])
                 .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
         {
             self.session
@@ -763,7 +771,7 @@ fn modern_headers(base: &HeaderMap, message: &RawMessage, version: &str) -> Head
     };
     if let Some(field) = name_field
         && let Some(name) = message
-            .get_path(&["params", field])
+            .path(&["params", field])
             .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
         && let Ok(value) = HeaderValue::from_str(&header_text(&name))
     {

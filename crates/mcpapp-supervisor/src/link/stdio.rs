@@ -27,6 +27,11 @@ const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Lines of stderr kept per run.
 pub(crate) const STDERR_LINES: usize = 200;
+/// The stdout line buffer is kept between lines up to this size; one a long line (a big
+/// listing) grew past it is let go, rather than held for the link's life by every app.
+const KEPT_LINE_BUFFER: usize = 4 * 1024;
+/// The stderr reader's buffer: apps write little there, and every app has one.
+const STDERR_BUFFER: usize = 1024;
 
 /// The last lines an app wrote to stderr, kept per *run* (one start attempt, so one process
 /// for stdio apps): the current run's and the previous run's, so that what an earlier process
@@ -289,7 +294,7 @@ pub(crate) fn spawn(spec: &StdioSpawn, events: LinkEvents) -> std::io::Result<St
         let tail = spec.stderr.clone();
         tokio::spawn(
             async move {
-                let mut lines = BufReader::new(stderr).lines();
+                let mut lines = BufReader::with_capacity(STDERR_BUFFER, stderr).lines();
                 while let Ok(Some(line)) = lines.next_line().await {
                     debug!(target: "mcpapp_supervisor::stderr", "{line}");
                     tail.push(line);
@@ -360,6 +365,9 @@ pub(crate) fn spawn(spec: &StdioSpawn, events: LinkEvents) -> std::io::Result<St
                             };
                             if events.send(event).is_err() {
                                 break None;
+                            }
+                            if buf.capacity() > KEPT_LINE_BUFFER {
+                                buf = Vec::new();
                             }
                         }
                         Err(err) => break Some(format!("reading the app's stdout failed: {err}")),
