@@ -630,6 +630,18 @@ fn print_startup(startups: &[Value]) {
             .as_f64()
             .map(|k| (k / 1024.0 * 10.0).round() / 10.0))
     );
+    println!(
+        "| gateway RssAnon (heap, stacks), {apps} apps Running (MiB) | {} |",
+        values(&|s| s["gateway"]["anonKiB"]
+            .as_f64()
+            .map(|k| (k / 1024.0 * 10.0).round() / 10.0))
+    );
+    println!(
+        "| gateway RssAnon (heap, stacks), 1 app Running (MiB) | {} |",
+        values(&|s| s["gatewayOneApp"]["anonKiB"]
+            .as_f64()
+            .map(|k| (k / 1024.0 * 10.0).round() / 10.0))
+    );
 }
 
 pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {

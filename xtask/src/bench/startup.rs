@@ -48,15 +48,20 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 
 /// `VmRSS` of a process, in KiB.
 pub(crate) fn vm_rss_kib(pid: u32) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("reading /proc/{pid}/status"))?;
-    rss_from_status(&status).with_context(|| format!("no VmRSS in /proc/{pid}/status"))
+    status_kib(pid, "VmRSS")
 }
 
-fn rss_from_status(status: &str) -> Option<u64> {
+/// A `kB` line of `/proc/PID/status` (`VmRSS`, `RssAnon`, ...).
+fn status_kib(pid: u32, key: &str) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    kib_from_status(&status, key).with_context(|| format!("no {key} in /proc/{pid}/status"))
+}
+
+fn kib_from_status(status: &str, key: &str) -> Option<u64> {
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
         .and_then(|rest| rest.trim().strip_suffix("kB"))
         .and_then(|n| n.trim().parse().ok())
 }
@@ -72,6 +77,10 @@ struct GatewayStart {
     supervisor: Option<Duration>,
     /// The gateway's VmRSS with every app Running and its tools registered.
     rss_kib: u64,
+    /// The anonymous part of it (heap, stacks): what the gateway itself allocated, without
+    /// the resident pages of its executable (`RssFile`), which the kernel shares with every
+    /// process mapping the file and can drop and read again.
+    anon_kib: u64,
 }
 
 /// Lays out `count` fixture-app stdio apps and a configuration in `folder`.
@@ -161,12 +170,14 @@ fn start_gateway(
     // Memory once the apps' tools are registered too (the state the gateway then stays in).
     stack::wait_for_apps_quietly(&base, &[])?;
     let rss_kib = vm_rss_kib(gateway.id())?;
+    let anon_kib = status_kib(gateway.id(), "RssAnon")?;
     gateway.stop();
     Ok(GatewayStart {
         polled,
         own,
         supervisor,
         rss_kib,
+        anon_kib,
     })
 }
 
@@ -187,13 +198,17 @@ pub(crate) fn measure(
     println!("\n==> start-up: {count} stdio apps through the gateway");
     let many = start_gateway(bin, &out.join("startup"), logs, count)?;
     println!(
-        "  Running after {:.3} s (polled), {} s (the gateway's own times); RSS {} KiB",
+        "  Running after {:.3} s (polled), {} s (the gateway's own times); RSS {} KiB ({} KiB anonymous)",
         many.polled.as_secs_f64(),
         seconds(many.own),
-        many.rss_kib
+        many.rss_kib,
+        many.anon_kib
     );
     let one = start_gateway(bin, &out.join("startup-one"), logs, 1)?;
-    println!("  with one app: RSS {} KiB", one.rss_kib);
+    println!(
+        "  with one app: RSS {} KiB ({} KiB anonymous)",
+        one.rss_kib, one.anon_kib
+    );
     println!("\n==> start-up: {count} stdio apps spawned and handshaken by loadgen");
     let fixture = bin.join("fixture-app").display().to_string();
     let direct = loadgen.run(
@@ -216,11 +231,13 @@ pub(crate) fn measure(
             "ownSeconds": seconds(many.own),
             "supervisorSeconds": seconds(many.supervisor),
             "rssKiB": many.rss_kib,
+            "anonKiB": many.anon_kib,
         },
         "gatewayOneApp": {
             "polledSeconds": seconds(Some(one.polled)),
             "ownSeconds": seconds(one.own),
             "rssKiB": one.rss_kib,
+            "anonKiB": one.anon_kib,
         },
         "direct": direct,
     }))
@@ -252,9 +269,11 @@ mod tests {
 
     #[test]
     fn reads_vm_rss_from_a_status_file() {
-        let status = "Name:\tmcpapp-gateway\nVmPeak:\t  90000 kB\nVmRSS:\t   13312 kB\n";
-        assert_eq!(rss_from_status(status), Some(13_312));
-        assert_eq!(rss_from_status("Name:\tx\n"), None);
+        let status = "Name:\tmcpapp-gateway\nVmPeak:\t  90000 kB\nVmRSS:\t   13312 kB\nRssAnon:\t    4096 kB\n";
+        assert_eq!(kib_from_status(status, "VmRSS"), Some(13_312));
+        assert_eq!(kib_from_status(status, "RssAnon"), Some(4_096));
+        assert_eq!(kib_from_status(status, "Vm"), None);
+        assert_eq!(kib_from_status("Name:\tx\n", "VmRSS"), None);
     }
 
     #[test]
