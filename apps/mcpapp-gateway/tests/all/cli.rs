@@ -62,34 +62,13 @@ fn spawn_serve(tree: &Tree, stderr: Stdio) -> (Child, String) {
 
 /// Like [`spawn_serve`], with `env` added to the clean environment.
 fn spawn_serve_with(tree: &Tree, stderr: Stdio, env: &[(&str, &str)]) -> (Child, String) {
-    // Tests start the binary under test; that is their job.
-    #[allow(clippy::disallowed_methods)]
-    let mut child = Command::new(GATEWAY)
-        .args([
-            "serve",
-            "--config",
-            "appsettings.json",
-            "--bind",
-            "127.0.0.1:0",
-        ])
-        .current_dir(tree.root())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("MCPAPP_TOKEN", TOKEN)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = lines
-        .next()
-        .unwrap()
-        .unwrap()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
+    let mut env = env.to_vec();
+    env.push(("MCPAPP_TOKEN", TOKEN));
+    let crate::Started {
+        child,
+        url,
+        mut lines,
+    } = crate::start_serve(crate::gateway_command(), tree.root(), &env, stderr);
     let sandbox = lines.next().unwrap().unwrap();
     assert!(
         sandbox.starts_with("sandbox on http://127.0.0.1:"),

@@ -2,15 +2,15 @@
 //! name from the configuration, the probes, refused public origins, and configuration files
 //! in `deploy/` that the gateway reads without a complaint.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use mcpapp_testkit::bin;
 use serde_json::json;
 
-use crate::{GATEWAY, Tree, gateway, stderr, stdout};
+use crate::{Tree, gateway, stderr, stdout};
 
 /// The repository's root (two levels above this crate).
 fn repo_root() -> &'static Path {
@@ -48,27 +48,8 @@ fn serve_names_its_replica_and_answers_the_probes_without_the_token() {
         r#"{"McpApps": {"Enabled": true, "DiscoveryPaths": ["apps"]},
             "Gateway": {"ReplicaName": "replica-7", "AuthToken": "t0ken"}}"#,
     );
-    // Tests start the binary under test; that is their job.
-    #[allow(clippy::disallowed_methods)]
-    let mut child = Command::new(GATEWAY)
-        .args([
-            "serve",
-            "--config",
-            "appsettings.json",
-            "--bind",
-            "127.0.0.1:0",
-        ])
-        .current_dir(tree.root())
-        .env_remove("RUST_LOG")
-        .env_remove("MCPAPP_TOKEN")
-        .env_remove("MCPAPP_MODEL")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = lines.next().unwrap().unwrap();
-    let url = url.strip_prefix("listening on ").unwrap().to_owned();
+    let crate::Started { mut child, url, .. } =
+        crate::start_serve(crate::gateway_command(), tree.root(), &[], Stdio::null());
 
     let (head, body) = get(&format!("{url}/healthz"));
     assert!(head.starts_with("http/1.1 200"), "{head}");

@@ -10,8 +10,9 @@ mod reload;
 mod serve;
 mod validate;
 
+use std::io::{BufRead, BufReader, Lines};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 
 /// The gateway binary built for this test run.
 pub(crate) const GATEWAY: &str = env!("CARGO_BIN_EXE_mcpapp-gateway");
@@ -27,6 +28,58 @@ pub(crate) fn gateway(cwd: &Path, args: &[&str]) -> Output {
         .output()
         .expect("the gateway binary runs");
     output
+}
+
+/// A running `serve`, as [`start_serve`] leaves it.
+pub(crate) struct Started {
+    pub(crate) child: Child,
+    /// The main listener's URL, from the first line of stdout.
+    pub(crate) url: String,
+    /// The rest of stdout (`sandbox on http://…` comes next).
+    pub(crate) lines: Lines<BufReader<ChildStdout>>,
+}
+
+/// Starts `command` (the gateway binary, or a wrapper that runs it) as
+/// `serve --config appsettings.json --bind 127.0.0.1:0` in `cwd`, from an empty environment
+/// plus `PATH` and `env`, so that the developer's `RUST_LOG`, `MCPAPP_TOKEN` or `MCPAPP_MODEL`
+/// never reach the test; waits for its `listening on` line.
+pub(crate) fn start_serve(
+    mut command: Command,
+    cwd: &Path,
+    env: &[(&str, &str)],
+    stderr: Stdio,
+) -> Started {
+    let mut child = command
+        .args([
+            "serve",
+            "--config",
+            "appsettings.json",
+            "--bind",
+            "127.0.0.1:0",
+        ])
+        .current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("the gateway binary starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let url = first
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("serve's first line names its address, got {first:?}"))
+        .to_owned();
+    Started { child, url, lines }
+}
+
+/// The gateway binary as a command, for [`start_serve`].
+pub(crate) fn gateway_command() -> Command {
+    // Tests start the binary under test; that is their job.
+    #[allow(clippy::disallowed_methods)]
+    Command::new(GATEWAY)
 }
 
 pub(crate) fn stdout(output: &Output) -> String {

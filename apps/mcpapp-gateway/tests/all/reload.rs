@@ -37,32 +37,8 @@ fn serve(tree: &Tree) -> Served {
 
 /// `serve` with `env` in its environment besides `PATH`.
 fn serve_with(tree: &Tree, env: &[(&str, &str)]) -> Served {
-    // Tests start the binary under test; that is their job.
-    #[allow(clippy::disallowed_methods)]
-    let mut child = Command::new(GATEWAY)
-        .args([
-            "serve",
-            "--config",
-            "appsettings.json",
-            "--bind",
-            "127.0.0.1:0",
-        ])
-        .current_dir(tree.root())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = lines
-        .next()
-        .unwrap()
-        .unwrap()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
+    let crate::Started { child, url, .. } =
+        crate::start_serve(crate::gateway_command(), tree.root(), env, Stdio::null());
     Served { child, url }
 }
 

@@ -1,6 +1,6 @@
 //! `mcpapp-gateway serve`: starts, serves, and on SIGTERM stops every app it started.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -55,31 +55,11 @@ fn serve_runs_apps_and_stops_them_all_on_sigterm() {
         "appsettings.json",
         r#"{"McpApps": {"Enabled": true, "DiscoveryPaths": ["apps"], "Supervision": {"HealthCheckIntervalMs": 0}}}"#,
     );
-    // Tests start the binary under test; that is their job.
-    #[allow(clippy::disallowed_methods)]
-    let mut child = Command::new(GATEWAY)
-        .args([
-            "serve",
-            "--config",
-            "appsettings.json",
-            "--bind",
-            "127.0.0.1:0",
-        ])
-        .current_dir(tree.root())
-        .env_remove("RUST_LOG")
-        .env_remove("MCPAPP_MODEL")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = lines
-        .next()
-        .unwrap()
-        .unwrap()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
+    let crate::Started {
+        mut child,
+        url,
+        mut lines,
+    } = crate::start_serve(crate::gateway_command(), tree.root(), &[], Stdio::null());
     let sandbox = lines.next().unwrap().unwrap();
     assert!(
         sandbox.starts_with("sandbox on http://127.0.0.1:"),
@@ -203,7 +183,7 @@ fn serve_as(tree: &Tree, env: &[(&str, &str)], unprivileged: bool) -> Served {
     }
     // Tests start the binary under test; that is their job.
     #[allow(clippy::disallowed_methods)]
-    let mut command = if unprivileged {
+    let command = if unprivileged {
         let mut command = Command::new("setpriv");
         command.args([
             "--reuid=65534",
@@ -216,30 +196,8 @@ fn serve_as(tree: &Tree, env: &[(&str, &str)], unprivileged: bool) -> Served {
     } else {
         Command::new(GATEWAY)
     };
-    let mut child = command
-        .args([
-            "serve",
-            "--config",
-            "appsettings.json",
-            "--bind",
-            "127.0.0.1:0",
-        ])
-        .current_dir(tree.root())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = lines
-        .next()
-        .unwrap()
-        .unwrap()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
+    let crate::Started { child, url, .. } =
+        crate::start_serve(command, tree.root(), env, Stdio::null());
     Served { child, url }
 }
 
