@@ -521,7 +521,7 @@ fn serve_exposes_metrics_behind_the_token() {
 #[cfg(feature = "otel")]
 #[test]
 fn serve_exports_traces_over_otlp_when_an_endpoint_is_set() {
-    use std::io::Write;
+    use std::io::{BufRead, BufReader, Write};
     use std::sync::{Arc, Mutex};
 
     let collector = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
