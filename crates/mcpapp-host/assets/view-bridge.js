@@ -10,6 +10,8 @@
 // the sandbox origin; everything sent goes to that origin only.
 "use strict";
 
+import { el } from "./dom.js";
+
 /** The MCP Apps protocol version this host speaks. */
 export const APP_PROTOCOL_VERSION = "2026-01-26";
 const SUPPORTED_APP_VERSIONS = [APP_PROTOCOL_VERSION];
@@ -83,28 +85,6 @@ export function htmlFromRead(result, uri) {
   throw new Error(uri + " has neither text nor blob content");
 }
 
-function element(tag, attrs, children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs || {})) {
-    if (value === undefined || value === null || value === false) {
-      continue;
-    }
-    if (key === "text") {
-      node.textContent = value;
-    } else if (key === "class") {
-      node.className = value;
-    } else {
-      node.setAttribute(key, value === true ? "" : value);
-    }
-  }
-  for (const child of children || []) {
-    if (child) {
-      node.appendChild(child);
-    }
-  }
-  return node;
-}
-
 /**
  * One view: its card, its frames and its side of the protocol.
  *
@@ -151,25 +131,25 @@ export class ViewBridge {
 
   build() {
     const title = this.tool.title || this.tool.name;
-    this.fullscreenButton = element("button", {
+    this.fullscreenButton = el("button", {
       type: "button",
       class: "view-button",
       hidden: true,
       "aria-pressed": "false",
       text: "Fullscreen",
     });
-    this.closeButton = element("button", {
+    this.closeButton = el("button", {
       type: "button",
       class: "view-button",
       "aria-label": "Close the " + title + " view",
       text: "Close",
     });
-    this.stateLabel = element("span", { class: "view-state", text: "loading" });
-    this.notices = element("div", { class: "view-notices", role: "status" });
-    this.frameWrap = element("div", { class: "view-frame-wrap" });
-    this.logList = element("ol", { class: "view-log-list" });
-    this.logSummary = element("summary", { text: "View log (0)" });
-    this.element = element(
+    this.stateLabel = el("span", { class: "view-state", text: "loading" });
+    this.notices = el("div", { class: "view-notices", role: "status" });
+    this.frameWrap = el("div", { class: "view-frame-wrap" });
+    this.logList = el("ol", { class: "view-log-list" });
+    this.logSummary = el("summary", { text: "View log (0)" });
+    this.element = el(
       "section",
       {
         class: "view",
@@ -179,17 +159,17 @@ export class ViewBridge {
         "aria-label": "App view: " + title,
       },
       [
-        element("header", { class: "view-bar" }, [
-          element("span", { class: "view-title" }, [
-            element("strong", { text: title }),
-            element("span", { class: "view-app", text: this.appName }),
+        el("header", { class: "view-bar" }, [
+          el("span", { class: "view-title" }, [
+            el("strong", { text: title }),
+            el("span", { class: "view-app", text: this.appName }),
           ]),
           this.stateLabel,
-          element("span", { class: "view-actions" }, [this.fullscreenButton, this.closeButton]),
+          el("span", { class: "view-actions" }, [this.fullscreenButton, this.closeButton]),
         ]),
         this.notices,
         this.frameWrap,
-        element("details", { class: "view-log" }, [this.logSummary, this.logList]),
+        el("details", { class: "view-log" }, [this.logSummary, this.logList]),
       ],
     );
     this.fullscreenButton.addEventListener("click", () => {
@@ -206,19 +186,19 @@ export class ViewBridge {
   }
 
   notice(text, kind, link) {
-    const line = element("p", { class: "view-notice " + (kind || "") });
+    const line = el("p", { class: "view-notice " + (kind || "") });
     line.appendChild(document.createTextNode(text));
     if (link) {
       line.appendChild(document.createTextNode(" "));
-      line.appendChild(element("a", { href: link, target: "_blank", rel: "noopener noreferrer", text: link }));
+      line.appendChild(el("a", { href: link, target: "_blank", rel: "noopener noreferrer", text: link }));
     }
     this.notices.appendChild(line);
     return line;
   }
 
   log(level, text) {
-    const entry = element("li", { class: "log-" + level }, [
-      element("time", { text: new Date().toLocaleTimeString() }),
+    const entry = el("li", { class: "log-" + level }, [
+      el("time", { text: new Date().toLocaleTimeString() }),
       document.createTextNode(" " + level + ": " + text),
     ]);
     this.logList.appendChild(entry);
@@ -261,7 +241,7 @@ export class ViewBridge {
     this.proxyReady = new Promise((resolve) => {
       this.resolveProxyReady = resolve;
     });
-    const iframe = element("iframe", {
+    const iframe = el("iframe", {
       class: "view-frame",
       title: (this.tool.title || this.tool.name) + " (" + this.appName + ")",
       sandbox: SANDBOX_FLAGS,
