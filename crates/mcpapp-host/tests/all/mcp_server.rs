@@ -386,51 +386,36 @@ async fn prompts_and_completions_are_served_under_the_apps_prefix() {
         serde_json::to_value(&direct).unwrap()
     );
 
-    let complete = |reference: Value, argument: Value| -> CompleteRequestParams {
+    let complete = |reference: Value, argument: &Value| -> CompleteRequestParams {
         serde_json::from_value(json!({ "ref": reference, "argument": argument })).unwrap()
     };
-    let through = host
-        .complete(complete(
-            json!({"type": "ref/prompt", "name": "grocery.draft_supplier_order"}),
-            json!({"name": "urgency", "value": "ur"}),
-        ))
-        .await
-        .unwrap();
-    let direct = app
-        .complete(complete(
-            json!({"type": "ref/prompt", "name": "draft_supplier_order"}),
-            json!({"name": "urgency", "value": "ur"}),
-        ))
-        .await
-        .unwrap();
-    assert_eq!(
-        serde_json::to_value(&through).unwrap(),
-        serde_json::to_value(&direct).unwrap()
-    );
+    // The same completion through /mcp (prefixed names, namespaced URIs) and directly: the
+    // answers must be equal; returns /mcp's.
+    let completes_alike = async |through: Value, direct: Value, argument: Value| -> Value {
+        let through = host.complete(complete(through, &argument)).await.unwrap();
+        let direct = app.complete(complete(direct, &argument)).await.unwrap();
+        let through = serde_json::to_value(&through).unwrap();
+        assert_eq!(through, serde_json::to_value(&direct).unwrap());
+        through
+    };
+    let through = completes_alike(
+        json!({"type": "ref/prompt", "name": "grocery.draft_supplier_order"}),
+        json!({"type": "ref/prompt", "name": "draft_supplier_order"}),
+        json!({"name": "urgency", "value": "ur"}),
+    )
+    .await;
     assert!(
-        serde_json::to_value(&through).unwrap()["completion"]["values"]
+        through["completion"]["values"]
             .as_array()
             .unwrap()
             .contains(&json!("urgent"))
     );
-    let through = host
-        .complete(complete(
-            json!({"type": "ref/resource", "uri": "inventory://grocery/stores/{storeId}/summary"}),
-            json!({"name": "storeId", "value": ""}),
-        ))
-        .await
-        .unwrap();
-    let direct = app
-        .complete(complete(
-            json!({"type": "ref/resource", "uri": "inventory://stores/{storeId}/summary"}),
-            json!({"name": "storeId", "value": ""}),
-        ))
-        .await
-        .unwrap();
-    assert_eq!(
-        serde_json::to_value(&through).unwrap(),
-        serde_json::to_value(&direct).unwrap()
-    );
+    completes_alike(
+        json!({"type": "ref/resource", "uri": "inventory://grocery/stores/{storeId}/summary"}),
+        json!({"type": "ref/resource", "uri": "inventory://stores/{storeId}/summary"}),
+        json!({"name": "storeId", "value": ""}),
+    )
+    .await;
     host.cancel().await.unwrap();
     app.cancel().await.unwrap();
     gateway.shutdown().await;
