@@ -19,6 +19,10 @@
 //!    `/call TOOL {json}` in offline mode; and, inside loadgen's own process with the library
 //!    crates, a port's round trip against the agent's tool call (`registry`), the gateway's
 //!    rmcp client (`handle`) and a whole offline agent turn (`turn`).
+//!    Beside them, the HTTP floor: loadgen's own canned-answer endpoint (`loadgen floor`, no
+//!    MCP server behind it), called the same way; every HTTP client row through the gateway is
+//!    compared with it again in a second table, which leaves what the gateway and the app add
+//!    to the HTTP hop every such client pays anyway.
 //! 4. Start-up and memory (`bench/startup.rs`): N stdio apps to Running after `serve` starts,
 //!    against loadgen spawning and handshaking the same N; the gateway's VmRSS with N apps and
 //!    with one.
@@ -194,7 +198,13 @@ struct PathRun {
     args: &'static str,
     /// Extra loadgen arguments (target, `--shared`, `--base`).
     extra: Vec<String>,
+    /// Also compared with the HTTP floor (an HTTP client's path through the gateway).
+    floored: bool,
 }
+
+/// The floor's row id, and the suffix of the copies of rows compared with it.
+const FLOOR_ID: &str = "floor/direct";
+const FLOORED: &str = "~floor";
 
 /// Loadgen's target words for an app over stdio.
 fn stdio_target(stdio: &(String, Vec<String>)) -> Vec<String> {
@@ -221,6 +231,7 @@ fn app_paths(app: &App, base: &str) -> Vec<PathRun> {
         tool: app.tool.to_owned(),
         args: app.args,
         extra,
+        floored: false,
     };
     let mut paths = Vec::new();
     if let Some(stdio) = &app.stdio {
@@ -232,12 +243,15 @@ fn app_paths(app: &App, base: &str) -> Vec<PathRun> {
             None,
             shared,
         ));
-        paths.push(run(
-            format!("{stdio_id}/proxy"),
-            format!("{} stdio, /apps/mcp/{{appId}}", app.name),
-            Some((&direct_stdio, "direct stdio")),
-            vec!["http".to_owned(), format!("{base}/apps/mcp/{stdio_id}")],
-        ));
+        paths.push(PathRun {
+            floored: true,
+            ..run(
+                format!("{stdio_id}/proxy"),
+                format!("{} stdio, /apps/mcp/{{appId}}", app.name),
+                Some((&direct_stdio, "direct stdio")),
+                vec!["http".to_owned(), format!("{base}/apps/mcp/{stdio_id}")],
+            )
+        });
     }
     paths.push(run(
         direct_http.clone(),
@@ -245,12 +259,15 @@ fn app_paths(app: &App, base: &str) -> Vec<PathRun> {
         None,
         vec!["http".to_owned(), app.http.clone()],
     ));
-    paths.push(run(
-        format!("{http_id}/proxy"),
-        format!("{} HTTP, /apps/mcp/{{appId}}", app.name),
-        Some((&direct_http, "direct HTTP")),
-        vec!["http".to_owned(), format!("{base}/apps/mcp/{http_id}")],
-    ));
+    paths.push(PathRun {
+        floored: true,
+        ..run(
+            format!("{http_id}/proxy"),
+            format!("{} HTTP, /apps/mcp/{{appId}}", app.name),
+            Some((&direct_http, "direct HTTP")),
+            vec!["http".to_owned(), format!("{base}/apps/mcp/{http_id}")],
+        )
+    });
     paths
 }
 
@@ -278,6 +295,7 @@ fn gateway_paths(app: &App, transport: &str, base: &str) -> Vec<PathRun> {
             tool: prefixed.clone(),
             args: app.args,
             extra: vec!["http".to_owned(), format!("{base}/mcp")],
+            floored: true,
         },
         PathRun {
             id: format!("{id}/chat"),
@@ -288,6 +306,7 @@ fn gateway_paths(app: &App, transport: &str, base: &str) -> Vec<PathRun> {
             tool: prefixed,
             args: app.args,
             extra: vec!["--base".to_owned(), base.to_owned()],
+            floored: false,
         },
         PathRun {
             id: format!("{id}/inproc"),
@@ -298,6 +317,7 @@ fn gateway_paths(app: &App, transport: &str, base: &str) -> Vec<PathRun> {
             tool: app.tool.to_owned(),
             args: app.args,
             extra: target,
+            floored: false,
         },
     ]
 }
@@ -359,6 +379,19 @@ fn measure_path(
             }
         );
     }
+    if path.floored {
+        let copies: Vec<Value> = rows
+            .iter()
+            .map(|row| {
+                let mut copy = row.clone();
+                copy["id"] = json!(format!("{}{FLOORED}", path.id));
+                copy["baseline"] = json!(FLOOR_ID);
+                copy["baselineName"] = json!("HTTP floor");
+                copy
+            })
+            .collect();
+        rows.extend(copies);
+    }
     if started.elapsed() > Duration::from_secs(60) {
         println!("    (took {:.0} s)", started.elapsed().as_secs_f64());
     }
@@ -401,6 +434,13 @@ fn proxy_run(
     )?;
     let (_grocery_http, grocery_url) =
         start_app("grocery-inventory", &grocery, &[], "grocery-http.log")?;
+    let (_floor, floor_url) = start_listening(&Program {
+        name: "loadgen floor",
+        path: &loadgen.path,
+        args: &["floor", "--bind", "127.0.0.1:0"],
+        envs: &app_env,
+        log: &logs.join("floor.log"),
+    })?;
     let mut apps = vec![
         App {
             key: "fixture",
@@ -486,7 +526,17 @@ fn proxy_run(
     }
     println!("  {base}");
 
-    let mut paths = Vec::new();
+    let mut paths = vec![PathRun {
+        id: FLOOR_ID.to_owned(),
+        label: "HTTP floor (loadgen floor: canned answers, no server)".to_owned(),
+        baseline: None,
+        baseline_name: "",
+        command: "calls",
+        tool: "echo".to_owned(),
+        args: r#"{"message":"hello"}"#,
+        extra: vec!["http".to_owned(), floor_url],
+        floored: false,
+    }];
     for app in &apps {
         paths.extend(app_paths(app, &base));
     }
@@ -711,7 +761,15 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         options.repeat,
         if options.repeat == 1 { "" } else { "s" }
     );
-    print!("{}", report::render(&summary));
+    let (floored, direct): (Vec<Value>, Vec<Value>) = summary
+        .iter()
+        .cloned()
+        .partition(|entry| entry["id"].as_str().is_some_and(|id| id.ends_with(FLOORED)));
+    print!("{}", report::render(&direct));
+    println!(
+        "\n==> the HTTP clients' paths through the gateway against the HTTP floor (the same runs)\n"
+    );
+    print!("{}", report::render(&floored));
     print_startup(&startups);
     for note in &notes {
         println!("\nnote: {note}");

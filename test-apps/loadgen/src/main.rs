@@ -7,6 +7,7 @@
 //! loadgen inproc [--clients N] [--calls K] [--warmup W] --tool NAME [--args JSON] [--label L] TARGET
 //! loadgen chat   [--clients N] [--calls K] [--warmup W] --tool NAME [--args JSON] [--label L] --base URL
 //! loadgen spawn  --count N TARGET
+//! loadgen floor  [--bind ADDR]
 //! TARGET: http URL | stdio PROGRAM [ARGS...]
 //! ```
 //!
@@ -16,6 +17,8 @@
 //! - `inproc`: the gateway's call paths to one app inside this process (`inproc.rs`).
 //! - `chat`: `POST /apps/chat` turns of `/call TOOL {json}` against a gateway (`chat.rs`).
 //! - `spawn`: N stdio apps spawned and handshaken concurrently (`spawn.rs`).
+//! - `floor`: serves canned MCP answers over HTTP until stopped, the floor under every HTTP
+//!   row (`floor.rs`); it prints `listening on URL` instead of rows.
 //!
 //! It prints one JSON line on stdout: `{"rows": [...]}`, each row with the path, clients,
 //! calls, errors (and the first one), seconds, calls per second and the p50/p90/p99/mean/
@@ -31,6 +34,7 @@ use serde_json::{Value, json};
 mod calls;
 mod chat;
 mod drive;
+mod floor;
 mod inproc;
 mod spawn;
 mod stats;
@@ -85,6 +89,12 @@ enum Command {
         /// `stdio PROGRAM [ARGS...]`.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         target: Vec<String>,
+    },
+    /// Serve canned MCP answers over HTTP (the floor of every HTTP row) until stopped.
+    Floor {
+        /// Where to listen.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        bind: String,
     },
 }
 
@@ -191,5 +201,9 @@ async fn run(command: Command) -> anyhow::Result<Vec<Value>> {
         Command::Spawn { count, target } => Ok(vec![
             spawn::run(count.max(1), &Target::parse(&target)?).await?,
         ]),
+        Command::Floor { bind } => {
+            floor::serve(&bind).await?;
+            Ok(Vec::new())
+        }
     }
 }
