@@ -31,8 +31,8 @@
 //!    `target/bench/proxy.json` (or `--json FILE`).
 //!
 //! Nothing here asserts a time: the run fails only when calls fail or something does not
-//! start. `--short` is the CI mode (1 and 4 clients, 50 calls each, 5 apps): it shows that
-//! every path works, not how fast. Every program it starts is stopped at the end, on failure
+//! start. `--short` is the CI mode (1 and 4 clients, 50 calls each, 5 apps, debug builds
+//! unless `--release`): it shows that every path works, not how fast. Every program it starts is stopped at the end, on failure
 //! and on SIGINT/SIGTERM. Logs are under `target/bench/logs/`.
 
 use std::path::{Path, PathBuf};
@@ -57,7 +57,7 @@ const LOADGEN_RUN: Duration = Duration::from_secs(900);
 const APP_STARTUP: Duration = Duration::from_secs(60);
 
 const USAGE: &str = "usage: cargo xtask bench proxy [--clients N,M,..] [--calls K] [--warmup W] \
-                     [--apps N] [--repeat R] [--short] [--json FILE]";
+                     [--apps N] [--repeat R] [--short] [--release | --debug] [--json FILE]";
 
 /// `cargo xtask bench proxy` options.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +68,9 @@ struct Options {
     apps: usize,
     repeat: usize,
     short: bool,
+    /// Release builds (the default); `--short` uses the debug builds the tests already made,
+    /// since its figures are not read.
+    release: bool,
     json: Option<PathBuf>,
 }
 
@@ -81,6 +84,7 @@ impl Options {
             apps: if short { 5 } else { 50 },
             repeat: 1,
             short,
+            release: !short,
             json: None,
         };
         let mut rest = args.iter();
@@ -98,6 +102,8 @@ impl Options {
             };
             match arg.as_str() {
                 "--short" => {}
+                "--release" => options.release = true,
+                "--debug" => options.release = false,
                 "--clients" => {
                     let text = value("--clients")?;
                     options.clients = text
@@ -722,22 +728,27 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
             None
         }
     };
-    crate::util::cargo(
-        root,
-        &[
-            "build",
-            "--release",
-            "-p",
-            "mcpapp-gateway",
-            "-p",
-            "fixture-app",
-            "-p",
-            "grocery-inventory",
-            "-p",
-            "loadgen",
-        ],
-    )?;
-    let bin = target.join("release");
+    let mut build = vec!["build"];
+    if options.release {
+        build.push("--release");
+    }
+    build.extend([
+        "-p",
+        "mcpapp-gateway",
+        "-p",
+        "fixture-app",
+        "-p",
+        "grocery-inventory",
+        "-p",
+        "loadgen",
+    ]);
+    crate::util::cargo(root, &build)?;
+    let bin = target.join(if options.release { "release" } else { "debug" });
+    if !options.release {
+        let note = "debug builds (--short or --debug): the figures show that every path works, not how fast it is".to_owned();
+        println!("  {note}");
+        notes.push(note);
+    }
     let loadgen = Loadgen {
         path: bin.join("loadgen"),
         logs: &logs,
@@ -795,6 +806,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
                 "startupApps": options.apps,
                 "repeat": options.repeat,
                 "short": options.short,
+                "release": options.release,
             },
             "serverEverything": everything.as_ref().map(|e| e.version.clone()),
             "notes": notes,
@@ -833,6 +845,15 @@ mod tests {
         assert_eq!(short.clients, [1, 4]);
         assert_eq!((short.calls, short.apps), (50, 5));
         assert!(short.short);
+        // Release builds unless told, except in the short mode, whose figures nobody reads.
+        assert!(full.release);
+        assert!(!short.release);
+        assert!(
+            Options::parse(&args(&["--short", "--release"]))
+                .unwrap()
+                .release
+        );
+        assert!(!Options::parse(&args(&["--debug"])).unwrap().release);
     }
 
     #[test]

@@ -25,7 +25,7 @@
 //! - `bench [ARGS]`: runs the criterion benchmarks (release build); extra arguments go to
 //!   the benchmark binaries (e.g. a name filter).
 //! - `bench proxy [--clients N,M,..] [--calls K] [--warmup W] [--apps N] [--repeat R]
-//!   [--short] [--json FILE]`: the load benchmark of the gateway's call paths beside the
+//!   [--short] [--release | --debug] [--json FILE]`: the load benchmark of the gateway's call paths beside the
 //!   direct ones, start-up of N stdio apps and the gateway's memory (`bench.rs`); writes
 //!   `target/bench/proxy.json`. `--short` is the CI mode: it shows every path works.
 
