@@ -943,3 +943,44 @@ fn with_causes(text: &str, mut source: Option<&(dyn std::error::Error + 'static)
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(url: &str, headers: &[(&'static str, &str)]) -> HttpSpec {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.insert(*name, HeaderValue::from_str(value).unwrap());
+        }
+        HttpSpec {
+            url: url::Url::parse(url).unwrap(),
+            headers: map,
+        }
+    }
+
+    #[test]
+    fn credentials_in_the_url_become_a_sensitive_basic_header_and_leave_the_uri() {
+        let mut with = spec("https://ann:p%40ss@example.test:8443/mcp?x=1#frag", &[]);
+        let uri = request_uri(&mut with).unwrap();
+        assert_eq!(uri.to_string(), "https://example.test:8443/mcp?x=1");
+        let auth = &with.headers[AUTHORIZATION];
+        // base64("ann:p@ss")
+        assert_eq!(auth, "Basic YW5uOnBAc3M=");
+        assert!(auth.is_sensitive());
+    }
+
+    #[test]
+    fn the_manifests_own_authorization_header_wins_over_url_credentials() {
+        let mut with = spec(
+            "http://ann:secret@127.0.0.1:1/mcp",
+            &[("authorization", "Bearer t")],
+        );
+        let uri = request_uri(&mut with).unwrap();
+        assert_eq!(uri.to_string(), "http://127.0.0.1:1/mcp");
+        assert_eq!(with.headers[AUTHORIZATION], "Bearer t");
+        let mut without = spec("http://127.0.0.1:1/mcp", &[]);
+        request_uri(&mut without).unwrap();
+        assert!(!without.headers.contains_key(AUTHORIZATION));
+    }
+}
