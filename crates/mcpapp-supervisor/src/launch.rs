@@ -11,9 +11,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 use mcpapp_discovery::{EnvNamePatterns, is_gateway_credential};
 use mcpapp_manifest::{AppSpec, DEFAULT_INHERIT_ENVIRONMENT, Launch, McpAppsConfig};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::link::http::HttpSpec;
 use crate::link::stdio::{ProcessTable, StderrTail, StdioSpawn};

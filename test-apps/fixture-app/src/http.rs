@@ -383,6 +383,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, options: HttpOptions) -> anyhow::
         config,
     );
     let nagle = options.nagle;
+    let accepted = shared.clone();
     let guard_state = Arc::new(Guard {
         reroute: options
             .server_requests_on_get
@@ -403,6 +404,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, options: HttpOptions) -> anyhow::
     stdout.flush().context("flushing stdout")?;
     drop(stdout);
     let listener = axum::serve::ListenerExt::tap_io(listener, move |tcp| {
+        HttpCounters::count(&accepted.http.connections_accepted);
         if !nagle && let Err(err) = tcp.set_nodelay(true) {
             tracing::debug!("cannot set TCP_NODELAY on a connection: {err}");
         }

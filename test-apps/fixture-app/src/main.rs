@@ -152,7 +152,8 @@
 //! - `read_file {path}`: `{"path", "text"}` with the file's content, or a tool error saying why
 //!   it cannot be read.
 //! - `http_counters`: `{"streamsClosedEarly", "streamsResumed", "requestsMovedToGet",
-//!   "getsRefused"}`, what the HTTP flags above did in this process (all 0 over stdio).
+//!   "getsRefused", "connectionsAccepted"}`, what the HTTP flags above did in this process,
+//!   and the TCP connections it accepted (all 0 over stdio).
 //! - `client_info`: `{"clientInfo", "capabilities", "protocolVersion"}` as this connection's
 //!   `initialize` sent them, plus `negotiatedProtocolVersion`. At 2026-07-28 the request's own
 //!   `_meta` values (`io.modelcontextprotocol/clientInfo`, `.../clientCapabilities`,

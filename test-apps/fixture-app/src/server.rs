@@ -108,6 +108,8 @@ pub(crate) struct HttpCounters {
     pub(crate) requests_moved_to_get: AtomicU64,
     /// GETs answered with `--stateless-get-status`.
     pub(crate) gets_refused: AtomicU64,
+    /// TCP connections accepted, to tell whether a client keeps them alive.
+    pub(crate) connections_accepted: AtomicU64,
 }
 
 impl HttpCounters {
@@ -123,6 +125,7 @@ impl HttpCounters {
             "streamsResumed": read(&self.streams_resumed),
             "requestsMovedToGet": read(&self.requests_moved_to_get),
             "getsRefused": read(&self.gets_refused),
+            "connectionsAccepted": read(&self.connections_accepted),
         })
     }
 }
@@ -734,7 +737,7 @@ impl FixtureServer {
     }
 
     /// Return what the HTTP middleware did in this process: {streamsClosedEarly,
-    /// streamsResumed, requestsMovedToGet, getsRefused} (all 0 over stdio).
+    /// streamsResumed, requestsMovedToGet, getsRefused, connectionsAccepted} (all 0 over stdio).
     #[tool]
     fn http_counters(&self) -> CallToolResult {
         let counters = self.shared.http.to_json();

@@ -26,11 +26,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, StatusCode, Uri};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
+use super::connector::{ClientError, HttpClient};
 use super::{LinkEvent, LinkEvents};
 use crate::raw::{MessageKind, RawMessage, raw_json};
 use crate::router::{Key, Origin};
@@ -52,6 +56,8 @@ const SEND_WAIT: Duration = Duration::from_millis(500);
 const GET_OPEN_WAIT: Duration = Duration::from_secs(2);
 /// How long a cancellation waits for the server to begin answering the request it cancels.
 const CANCEL_WAIT: Duration = Duration::from_secs(2);
+/// How long a response stream may take to end after its response (see [`finish`]).
+const FINISH_WAIT: Duration = Duration::from_millis(100);
 /// How long a barrier (a notification or response) may take to be acknowledged before later
 /// messages go anyway; the barrier's own exchange carries on.
 const BARRIER_WAIT: Duration = Duration::from_secs(10);
@@ -77,10 +83,14 @@ struct StreamPosition {
     retry: Option<Duration>,
 }
 
+type Response = http::Response<Incoming>;
+
 #[derive(Debug)]
 struct Inner {
-    client: reqwest::Client,
+    client: HttpClient<HandedOver>,
     spec: HttpSpec,
+    /// Where requests go: the spec's URL without credentials (they travel in `spec.headers`).
+    uri: Uri,
     session: Mutex<Session>,
     /// Streams that ended early and may be resumed, by request.
     positions: Mutex<HashMap<Key, StreamPosition>>,
@@ -100,23 +110,27 @@ pub(crate) struct HttpLink {
     outgoing: mpsc::UnboundedSender<(RawMessage, Option<Key>)>,
 }
 
+/// Why a link could not be built.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConnectError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("the URL cannot be used for HTTP requests")]
+    Url,
+}
+
 /// Builds the link. Nothing is sent until the first message.
-pub(crate) fn connect(spec: HttpSpec, events: LinkEvents) -> Result<HttpLink, reqwest::Error> {
-    let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        // Every POST gets a fresh connection. Servers that answer with an event stream write
-        // its head (and rmcp's priming event) before the response event; without TCP_NODELAY
-        // (`axum::serve`'s default) Nagle's algorithm holds the second write until the first
-        // is acknowledged, and on a reused connection our side delays that ACK by about 40 ms
-        // (Linux's minimum delayed-ACK time), so every call after the first stalled. A new
-        // connection acknowledges its first segments at once (quick-ACK mode), whatever the
-        // server does. See
-        // docs/performance.md.
-        .pool_max_idle_per_host(0)
-        .build()?;
+pub(crate) fn connect(mut spec: HttpSpec, events: LinkEvents) -> Result<HttpLink, ConnectError> {
+    // Connections are kept alive and reused (on Linux; see `connector` for why they do not
+    // stall against servers without TCP_NODELAY, and docs/performance.md for the figures).
+    // Redirects are not followed: the link talks to one endpoint, and following one would
+    // carry the manifest's headers (credentials) to wherever the server pointed.
+    let client = super::connector::client()?;
+    let uri = request_uri(&mut spec)?;
     let inner = Arc::new(Inner {
         client,
         spec,
+        uri,
         session: Mutex::new(Session::default()),
         positions: Mutex::default(),
         events,
@@ -229,6 +243,15 @@ struct HandedOver {
 }
 
 impl HandedOver {
+    /// No body (GET, DELETE).
+    fn empty() -> Self {
+        HandedOver {
+            data: None,
+            len: 0,
+            sent: None,
+        }
+    }
+
     fn signal(&mut self) {
         if let Some(sent) = self.sent.take() {
             let _ = sent.send(());
@@ -287,18 +310,39 @@ impl HttpLink {
         inner.stop.cancel();
         let session = inner.session_id();
         if let Some(session) = session {
-            let request = inner
-                .client
-                .delete(inner.spec.url.clone())
-                .headers(inner.spec.headers.clone())
-                .header(SESSION_HEADER, session);
-            let _ = tokio::time::timeout(Duration::from_secs(2), request.send()).await;
+            let mut headers = inner.spec.headers.clone();
+            if let Ok(session) = HeaderValue::from_str(&session) {
+                headers.insert(HeaderName::from_static(SESSION_HEADER), session);
+            }
+            let request = inner.request(Method::DELETE, headers, HandedOver::empty());
+            let _ =
+                tokio::time::timeout(Duration::from_secs(2), inner.client.request(request)).await;
         }
         inner.mark_closed(None);
     }
 }
 
 impl Inner {
+    fn request(
+        &self,
+        method: Method,
+        headers: HeaderMap,
+        body: HandedOver,
+    ) -> http::Request<HandedOver> {
+        let mut request = http::Request::new(body);
+        *request.method_mut() = method;
+        *request.uri_mut() = self.uri.clone();
+        *request.headers_mut() = headers;
+        request
+    }
+
+    /// A GET for an event stream (the standalone one, or a resumption).
+    async fn get_events(&self, mut headers: HeaderMap) -> Result<Response, LegacyError> {
+        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        let request = self.request(Method::GET, headers, HandedOver::empty());
+        self.client.request(request).await
+    }
+
     fn session_id(&self) -> Option<String> {
         self.session
             .lock()
@@ -377,19 +421,20 @@ impl Inner {
             _ => self.session_headers(),
         };
         let body = bytes::Bytes::from(message.into_string());
-        let body = reqwest::Body::wrap(HandedOver {
+        let body = HandedOver {
             len: body.len() as u64,
             data: Some(body),
             sent,
-        });
+        };
+        let mut headers = headers;
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
         let sent = self
             .client
-            .post(self.spec.url.clone())
-            .headers(headers)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream")
-            .body(body)
-            .send()
+            .request(self.request(Method::POST, headers, body))
             .await;
         // The server has begun answering (or failed to): a cancellation may follow now.
         drop(responding);
@@ -413,14 +458,16 @@ impl Inner {
                 .map(str::to_owned);
             self.session.lock().unwrap_or_else(|p| p.into_inner()).id = id;
         }
-        if status == reqwest::StatusCode::NOT_FOUND && self.session_id().is_some() && !is_initialize
-        {
+        if status == StatusCode::NOT_FOUND && self.session_id().is_some() && !is_initialize {
             self.fail_request(&request, "the app ended the session (HTTP 404)");
             self.mark_closed(Some("the app ended the MCP session (HTTP 404)".to_owned()));
             return;
         }
         if !status.is_success() {
-            let body = response.text().await.unwrap_or_default();
+            let body = read_limited(response)
+                .await
+                .map(|body| String::from_utf8_lossy(&body).into_owned())
+                .unwrap_or_default();
             // A server that could not take the request often says why in a JSON-RPC error;
             // that error, under the request's id, is the best answer for the caller.
             if let Some(key) = &request
@@ -493,11 +540,14 @@ impl Inner {
 
     async fn read_json_body(
         &self,
-        response: reqwest::Response,
+        response: Response,
         origin: &Origin,
         is_initialize: bool,
     ) -> bool {
-        let body = match read_limited(response).await {
+        let body = match read_limited(response)
+            .await
+            .and_then(|body| String::from_utf8(body).map_err(|e| e.to_string()))
+        {
             Ok(body) => body,
             Err(text) => {
                 warn!("reading a response failed: {text}");
@@ -528,7 +578,7 @@ impl Inner {
     /// Reads the SSE stream of a POST; returns whether the response arrived.
     async fn read_post_stream(
         &self,
-        response: reqwest::Response,
+        response: Response,
         request: &Option<Key>,
         is_initialize: bool,
     ) -> bool {
@@ -551,13 +601,13 @@ impl Inner {
     /// response; notes event ids and `retry` hints in `position`.
     async fn read_events(
         &self,
-        response: reqwest::Response,
+        response: Response,
         request: &Option<Key>,
         is_initialize: bool,
         position: &mut StreamPosition,
     ) -> bool {
         let origin = request.clone().map_or(Origin::Get, Origin::Post);
-        let mut events = sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
+        let mut events = sse_stream::SseStream::new(response.into_body());
         loop {
             let next = tokio::select! {
                 next = events.next() => next,
@@ -591,6 +641,7 @@ impl Inner {
                             .is_some_and(|k| message.id().map(|i| i.get()) == Some(k.as_str()));
                     self.emit(message, origin.clone());
                     if is_ours {
+                        finish(events).await;
                         return true;
                     }
                 }
@@ -631,7 +682,7 @@ impl Inner {
                 headers.insert(HeaderName::from_static(LAST_EVENT_HEADER), id);
             }
             let sent = tokio::select! {
-                sent = self.client.get(self.spec.url.clone()).headers(headers).header(ACCEPT, "text/event-stream").send() => sent,
+                sent = self.get_events(headers) => sent,
                 () = self.stop.cancelled() => return false,
             };
             match sent {
@@ -672,7 +723,7 @@ impl Inner {
                 headers.insert(HeaderName::from_static(LAST_EVENT_HEADER), id);
             }
             let sent = tokio::select! {
-                sent = self.client.get(self.spec.url.clone()).headers(headers).header(ACCEPT, "text/event-stream").send() => sent,
+                sent = self.get_events(headers) => sent,
                 () = self.stop.cancelled() => return,
             };
             drop(ready.take());
@@ -688,20 +739,20 @@ impl Inner {
                         return;
                     }
                 }
-                Ok(response) if response.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED => {
+                Ok(response) if response.status() == StatusCode::METHOD_NOT_ALLOWED => {
                     debug!("the app offers no standalone event stream");
                     return;
                 }
                 // Without a session there is no session to end: a stateless server that has
                 // no GET route answers 404, and that is all it means.
                 Ok(response)
-                    if response.status() == reqwest::StatusCode::NOT_FOUND
+                    if response.status() == StatusCode::NOT_FOUND
                         && self.session_id().is_none() =>
                 {
                     debug!("the app (stateless) offers no standalone event stream");
                     return;
                 }
-                Ok(response) if response.status() == reqwest::StatusCode::NOT_FOUND => {
+                Ok(response) if response.status() == StatusCode::NOT_FOUND => {
                     self.mark_closed(Some("the app ended the MCP session (HTTP 404)".to_owned()));
                     return;
                 }
@@ -717,8 +768,7 @@ impl Inner {
                 }
                 Ok(response) => {
                     failures = 0;
-                    let mut events =
-                        sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
+                    let mut events = sse_stream::SseStream::new(response.into_body());
                     loop {
                         let next = tokio::select! {
                             next = events.next() => next,
@@ -799,11 +849,64 @@ fn header_text(text: &str) -> String {
     }
 }
 
-async fn read_limited(response: reqwest::Response) -> Result<String, String> {
+type LegacyError = hyper_util::client::legacy::Error;
+
+/// Reads a response stream to its end (briefly), so that its connection goes back to the
+/// pool: a body dropped before its last chunk has been read closes the connection. Servers
+/// end the stream right after the response, usually in the same segment; anything else that
+/// still comes on it has no request left to belong to.
+async fn finish<S>(mut events: S)
+where
+    S: futures::Stream + Unpin,
+{
+    use futures::FutureExt;
+    match events.next().now_or_never() {
+        Some(None) => {}
+        _ => {
+            let _ = tokio::time::timeout(FINISH_WAIT, async {
+                while events.next().await.is_some() {}
+            })
+            .await;
+        }
+    }
+}
+
+/// The spec's URL as a request URI. Credentials in it become a basic `Authorization` header
+/// (unless the manifest sets one), as reqwest made them, and leave the URI; a fragment is
+/// never sent.
+fn request_uri(spec: &mut HttpSpec) -> Result<Uri, ConnectError> {
+    use base64::Engine;
+    let mut url = spec.url.clone();
+    url.set_fragment(None);
+    let decode = |text: &str| {
+        percent_encoding::percent_decode_str(text)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let username = decode(url.username());
+    let password = url.password().map(decode);
+    if (!username.is_empty() || password.is_some()) && !spec.headers.contains_key(AUTHORIZATION) {
+        let credentials = format!("{username}:{}", password.unwrap_or_default());
+        let encoded = base64::engine::general_purpose::STANDARD.encode(credentials);
+        let mut value =
+            HeaderValue::from_str(&format!("Basic {encoded}")).map_err(|_| ConnectError::Url)?;
+        value.set_sensitive(true);
+        spec.headers.insert(AUTHORIZATION, value);
+    }
+    url.set_username("").map_err(|()| ConnectError::Url)?;
+    url.set_password(None).map_err(|()| ConnectError::Url)?;
+    url.as_str().parse().map_err(|_| ConnectError::Url)
+}
+
+/// Reads a whole response body, up to [`MAX_BODY_BYTES`].
+async fn read_limited(response: Response) -> Result<Vec<u8>, String> {
     let mut body = Vec::new();
-    let mut chunks = response.bytes_stream();
-    while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(|e| describe_error(&e))?;
+    let mut incoming = response.into_body();
+    while let Some(frame) = incoming.frame().await {
+        let frame = frame.map_err(|e| describe_body_error(&e))?;
+        let Ok(chunk) = frame.into_data() else {
+            continue;
+        };
         if body.len() + chunk.len() > MAX_BODY_BYTES {
             return Err(format!(
                 "the response is larger than {MAX_BODY_BYTES} bytes"
@@ -811,26 +914,73 @@ async fn read_limited(response: reqwest::Response) -> Result<String, String> {
         }
         body.extend_from_slice(&chunk);
     }
-    String::from_utf8(body).map_err(|e| e.to_string())
+    Ok(body)
 }
 
 /// An error's message with its causes, without the URL (which may carry credentials).
-fn describe_error(err: &reqwest::Error) -> String {
-    let mut text = if err.is_connect() {
+fn describe_error(err: &LegacyError) -> String {
+    let text = if err.is_connect() {
         "connection failed"
-    } else if err.is_timeout() {
-        "timed out"
-    } else if err.is_body() || err.is_decode() {
-        "the response body could not be read"
     } else {
         "the request failed"
-    }
-    .to_owned();
-    let mut source = std::error::Error::source(err);
+    };
+    with_causes(text, std::error::Error::source(err))
+}
+
+fn describe_body_error(err: &hyper::Error) -> String {
+    with_causes(
+        "the response body could not be read",
+        Some(err as &(dyn std::error::Error + 'static)),
+    )
+}
+
+fn with_causes(text: &str, mut source: Option<&(dyn std::error::Error + 'static)>) -> String {
+    let mut text = text.to_owned();
     while let Some(cause) = source {
         text.push_str(": ");
         text.push_str(&cause.to_string());
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(url: &str, headers: &[(&'static str, &str)]) -> HttpSpec {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.insert(*name, HeaderValue::from_str(value).unwrap());
+        }
+        HttpSpec {
+            url: url::Url::parse(url).unwrap(),
+            headers: map,
+        }
+    }
+
+    #[test]
+    fn credentials_in_the_url_become_a_sensitive_basic_header_and_leave_the_uri() {
+        let mut with = spec("https://ann:p%40ss@example.test:8443/mcp?x=1#frag", &[]);
+        let uri = request_uri(&mut with).unwrap();
+        assert_eq!(uri.to_string(), "https://example.test:8443/mcp?x=1");
+        let auth = &with.headers[AUTHORIZATION];
+        // base64("ann:p@ss")
+        assert_eq!(auth, "Basic YW5uOnBAc3M=");
+        assert!(auth.is_sensitive());
+    }
+
+    #[test]
+    fn the_manifests_own_authorization_header_wins_over_url_credentials() {
+        let mut with = spec(
+            "http://ann:secret@127.0.0.1:1/mcp",
+            &[("authorization", "Bearer t")],
+        );
+        let uri = request_uri(&mut with).unwrap();
+        assert_eq!(uri.to_string(), "http://127.0.0.1:1/mcp");
+        assert_eq!(with.headers[AUTHORIZATION], "Bearer t");
+        let mut without = spec("http://127.0.0.1:1/mcp", &[]);
+        request_uri(&mut without).unwrap();
+        assert!(!without.headers.contains_key(AUTHORIZATION));
+    }
 }

@@ -7,6 +7,7 @@ use tokio::sync::mpsc;
 use crate::raw::RawMessage;
 use crate::router::{Key, Origin};
 
+mod connector;
 pub(crate) mod http;
 pub(crate) mod stdio;
 

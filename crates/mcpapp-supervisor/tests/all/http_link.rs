@@ -1,7 +1,8 @@
 //! The gateway's Streamable HTTP link against servers that behave like real-world ones (the
 //! fixture's HTTP flags): server requests on the standalone GET stream, response streams ended
 //! early and resumed, strict lifecycle ordering, stateless servers without a GET stream, and a
-//! JSON-RPC error in an HTTP 400.
+//! JSON-RPC error in an HTTP 400; and keep-alive connections against a server without
+//! `TCP_NODELAY`.
 
 use mcpapp_manifest::Lifecycle;
 use mcpapp_supervisor::mcp::CallToolResult;
@@ -267,6 +268,50 @@ async fn a_json_rpc_error_in_an_http_400_reaches_the_caller_as_that_error() {
     let echoed = call(&app, "echo", json!({"message": "after"})).await;
     assert_eq!(echoed.structured_content.unwrap()["message"], "after");
     assert_eq!(app.snapshot().restart_count, 0);
+    drop(port);
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn sequential_calls_share_one_kept_alive_connection_even_without_tcp_nodelay() {
+    // A server without TCP_NODELAY is the one a reused connection used to stall against
+    // (docs/performance.md, "The 44 ms stall"), so it is the one keep-alive must hold for.
+    let server = HttpApp::start("fixture-app", &["--nagle"]);
+    let apps = AppsDir::new();
+    apps.http_app("kept", &server.url, "{}");
+    let (supervisor, app) = running(&apps, "kept").await;
+    let before = counters(&app).await["connectionsAccepted"]
+        .as_u64()
+        .unwrap();
+    let port = open(&app, false).await;
+    for i in 0..10 {
+        let echoed = call(&app, "echo", json!({"message": format!("agent {i}")})).await;
+        assert_eq!(
+            echoed.structured_content.unwrap()["message"],
+            format!("agent {i}")
+        );
+        let replies = exchange(
+            &port,
+            json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                   "params": {"name": "echo", "arguments": {"message": format!("port {i}")}}}),
+        )
+        .await;
+        assert_eq!(
+            json_of(&replies[0])["result"]["structuredContent"]["message"],
+            format!("port {i}")
+        );
+    }
+    let after = counters(&app).await["connectionsAccepted"]
+        .as_u64()
+        .unwrap();
+    // One connection per POST would have made 21 more (20 calls and the counters' own). A
+    // call may still open one when it starts before the connection its predecessor used is
+    // back in the pool (that happens on the connection's own task), so a few are allowed.
+    let opened = after - before;
+    assert!(
+        opened <= 3,
+        "{opened} connections opened for 20 sequential calls"
+    );
     drop(port);
     supervisor.shutdown().await;
 }
