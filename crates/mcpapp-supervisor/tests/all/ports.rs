@@ -120,6 +120,42 @@ async fn two_ports_and_the_agent_share_one_session_and_see_only_their_own_answer
     }
 }
 
+/// Messages far larger than a pipe's buffer (64 KiB) cannot be written to the child's stdin
+/// in one write: four ports sending such calls at the same time must each get their own
+/// message back, whole (no line split by another, none reordered or lost).
+#[tokio::test]
+async fn messages_larger_than_the_pipe_reach_a_stdio_app_whole_and_in_order() {
+    let apps = AppsDir::new();
+    let _server = apps.test_app("big", "fixture-app", Over::Stdio);
+    let (supervisor, app) = running(&apps, "big").await;
+    let mut ports = Vec::new();
+    for _ in 0..4 {
+        ports.push(open(&app, false).await);
+    }
+    let calls = ports.iter().enumerate().map(|(p, port)| async move {
+        for i in 0..5 {
+            // A different letter per port and call, so a line spliced into another would show.
+            let letter = char::from(b'a' + u8::try_from(p * 5 + i).unwrap());
+            let message: String = std::iter::repeat_n(letter, 300 * 1024 + p * 7 + i).collect();
+            let call = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                              "params": {"name": "echo", "arguments": {"message": message}}});
+            let replies = exchange(port, call).await;
+            assert_eq!(replies.len(), 1);
+            let reply = json_of(&replies[0]);
+            assert_eq!(reply["id"], i);
+            assert!(
+                reply["result"]["structuredContent"]["message"] == message.as_str(),
+                "port {p}, call {i}: the echo differs from the {} bytes sent",
+                message.len()
+            );
+        }
+    });
+    futures::future::join_all(calls).await;
+    assert_eq!(app.snapshot().restart_count, 0);
+    drop(ports);
+    supervisor.shutdown().await;
+}
+
 #[tokio::test]
 async fn vendor_fields_and_number_spelling_survive_the_round_trip() {
     for over in Over::BOTH {
