@@ -140,9 +140,19 @@ fn sanitize(name: &str) -> Cow<'_, str> {
     if name.chars().all(allowed) {
         return Cow::Borrowed(name);
     }
-    let mut clean = String::with_capacity(name.len());
-    clean.extend(name.chars().map(|c| if allowed(c) { c } else { '_' }));
-    Cow::Owned(clean)
+    if name.is_ascii() {
+        // Byte for byte (every registered name so far): no decoding of characters.
+        let bytes = name
+            .bytes()
+            .map(|b| if allowed(char::from(b)) { b } else { b'_' })
+            .collect();
+        return Cow::Owned(String::from_utf8(bytes).unwrap_or_default());
+    }
+    Cow::Owned(
+        name.chars()
+            .map(|c| if allowed(c) { c } else { '_' })
+            .collect(),
+    )
 }
 
 /// `clean` cut so that it and the suffix fit in 64 characters, plus `_` and 8 hex digits.

@@ -242,8 +242,11 @@ async fn follow(
             event = events.recv() => match event {
                 Ok(event) => {
                     // The events already waiting are handled with it, and their tool sets go
-                    // to the registry together.
+                    // to the registry together. Letting the tasks that are ready run first
+                    // (apps finishing their start, which send the next events) makes those
+                    // batches larger when many apps start together; it waits on nothing.
                     shared.on_event(&event);
+                    tokio::task::yield_now().await;
                     let mut lagged = false;
                     loop {
                         match events.try_recv() {
