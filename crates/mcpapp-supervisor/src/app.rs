@@ -582,7 +582,10 @@ impl Task {
                             prompts: notice == Notice::Prompts,
                         };
                         let timeout = live.connection.request_timeout;
-                        refresh(&self.shared, &live.connection, timeout, lists).await;
+                        // Boxed: the listings run side by side, so their futures are all held
+                        // at once, and inline they would make every app's task future (alive
+                        // for the app's whole life) three times larger for a rare event.
+                        Box::pin(refresh(&self.shared, &live.connection, timeout, lists)).await;
                     }
                 }
             }
