@@ -25,7 +25,7 @@
 //!    to the HTTP hop every such client pays anyway.
 //! 4. Start-up and memory (`bench/startup.rs`): N stdio apps to Running after `serve` starts,
 //!    against loadgen spawning and handshaking the same N; the gateway's VmRSS with N apps and
-//!    with one.
+//!    with one. `cargo xtask bench startup` runs only this part.
 //! 5. Prints a table per measurement (`bench/report.rs`; min–max over the runs with
 //!    `--repeat`) with each path compared with its baseline, and writes everything to
 //!    `target/bench/proxy.json` (or `--json FILE`).
@@ -46,6 +46,8 @@ use crate::stack::{self, Group, Program, Running, Stdout, start_listening, targe
 mod everything;
 mod report;
 mod startup;
+
+pub(crate) use startup::run as run_startup;
 
 /// The log filter of the gateway: what `serve` logs by default.
 pub(crate) const GATEWAY_LOG: &str = "info,rmcp=warn,tower_http=warn";
@@ -135,7 +137,16 @@ pub(crate) struct Loadgen<'a> {
     runs: std::cell::Cell<usize>,
 }
 
-impl Loadgen<'_> {
+impl<'a> Loadgen<'a> {
+    /// loadgen at `path`, logging under `logs`.
+    pub(crate) fn new(path: PathBuf, logs: &'a Path) -> Self {
+        Self {
+            path,
+            logs,
+            runs: std::cell::Cell::new(0),
+        }
+    }
+
     /// Runs `loadgen ARGS` (its own process group, so the apps it spawns stop with it); its
     /// output goes to a log named after `name`.
     pub(crate) fn run(&self, name: &str, args: &[&str]) -> anyhow::Result<Vec<Value>> {
@@ -644,7 +655,7 @@ fn machine() -> Value {
     })
 }
 
-fn print_startup(startups: &[Value]) {
+pub(crate) fn print_startup(startups: &[Value]) {
     let values = |f: &dyn Fn(&Value) -> Option<f64>| -> String {
         let list: Vec<f64> = startups.iter().filter_map(f).collect();
         let min = list.iter().copied().reduce(f64::min);
@@ -749,11 +760,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         println!("  {note}");
         notes.push(note);
     }
-    let loadgen = Loadgen {
-        path: bin.join("loadgen"),
-        logs: &logs,
-        runs: std::cell::Cell::new(0),
-    };
+    let loadgen = Loadgen::new(bin.join("loadgen"), &logs);
 
     let mut runs = Vec::new();
     let mut startups = Vec::new();

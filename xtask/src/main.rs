@@ -28,6 +28,8 @@
 //!   [--short] [--release | --debug] [--json FILE]`: the load benchmark of the gateway's call paths beside the
 //!   direct ones, start-up of N stdio apps and the gateway's memory (`bench.rs`); writes
 //!   `target/bench/proxy.json`. `--short` is the CI mode: it shows every path works.
+//! - `bench startup [--apps N] [--repeat R] [--bin DIR]`: only the start-up and memory part
+//!   of `bench proxy`, R times (`bench/startup.rs`); writes `target/bench/startup.json`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -56,6 +58,9 @@ tasks:
   bench proxy [--clients N,M,..] [--calls K] [--warmup W] [--apps N] [--repeat R]
               [--short] [--json FILE]
                       load-test the gateway's paths beside the direct ones (release builds)
+  bench startup [--apps N] [--repeat R] [--bin DIR]
+                      only N stdio apps to Running against a bare spawn, and the memory;
+                      --bin uses the binaries in DIR instead of building them
   demo [--smoke]      build and start the test apps and the gateway, then tour it
   e2e [--update-docs-screenshot]
                       test the host page in headless Chromium (needs chromium, chromium-driver)
@@ -225,12 +230,17 @@ fn ensure_browser() -> anyhow::Result<()> {
 }
 
 /// Runs every benchmark of the workspace in release mode, or with `proxy` the load
-/// benchmark.
+/// benchmark, or with `startup` only its start-up part.
 fn bench(root: &Path, args: &[String]) -> anyhow::Result<()> {
     if let Some((first, rest)) = args.split_first()
         && first == "proxy"
     {
         return bench::run(root, rest);
+    }
+    if let Some((first, rest)) = args.split_first()
+        && first == "startup"
+    {
+        return bench::run_startup(root, rest);
     }
     let mut cargo_args = vec!["bench", "--workspace", "--benches"];
     if !args.is_empty() {

@@ -117,7 +117,7 @@ pub use error::RegistryError;
 pub use names::{MAX_MODEL_NAME_LEN, ModelNames, is_safe_model_name};
 pub use registry::{
     CollisionReason, CollisionReport, RegistrySnapshot, SourcePreference, ToolEntry, ToolRegistry,
-    ToolRegistryBuilder, ToolSource,
+    ToolRegistryBuilder, ToolSet, ToolSource,
 };
 pub use sync::{AppToolSync, SyncDiagnostic, SyncDiagnosticKind, app_registration_id};
 pub use tool::{ERROR_PREFIX, Tool, ToolContext, ToolOutput};

@@ -1,7 +1,8 @@
 //! Safe model-facing tool names: a deterministic, reversible map from registered names (which
 //! may contain dots or be long) to names model providers accept, `^[A-Za-z0-9_-]{1,64}$`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::borrow::Cow;
+use std::collections::HashMap;
 
 /// The longest name model providers accept.
 pub const MAX_MODEL_NAME_LEN: usize = 64;
@@ -38,48 +39,53 @@ impl ModelNames {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let names: BTreeSet<String> = names.into_iter().map(|n| n.as_ref().to_owned()).collect();
+        // The registry rebuilds this map for every tool on every change, so it works on
+        // borrowed text and allocates only the two maps' own strings.
+        let owned: Vec<S> = names.into_iter().collect();
+        let mut names: Vec<&str> = owned.iter().map(AsRef::as_ref).collect();
+        names.sort_unstable();
+        names.dedup();
+        let cleaned: Vec<Cow<'_, str>> = names.iter().map(|name| sanitize(name)).collect();
 
         // How many names claim each sanitised text. Safe names claim themselves, so an unsafe
         // name that sanitises onto a safe one is the one that moves.
-        let mut claims: HashMap<String, usize> = HashMap::new();
-        for name in &names {
-            *claims.entry(sanitize(name)).or_default() += 1;
+        let mut claims: HashMap<&str, usize> = HashMap::with_capacity(names.len());
+        for clean in &cleaned {
+            *claims.entry(clean.as_ref()).or_default() += 1;
         }
 
         let mut to_model = HashMap::with_capacity(names.len());
-        let mut taken: BTreeMap<String, String> = BTreeMap::new();
+        // Model name → registered name; every model name taken so far.
+        let mut from_model: HashMap<String, String> = HashMap::with_capacity(names.len());
         let mut suffixed = Vec::new();
-        for name in &names {
+        for (&name, clean) in names.iter().zip(&cleaned) {
             if is_safe_model_name(name) {
-                taken.insert(name.clone(), name.clone());
-                to_model.insert(name.clone(), name.clone());
+                from_model.insert(name.to_owned(), name.to_owned());
+                to_model.insert(name.to_owned(), name.to_owned());
                 continue;
             }
-            let clean = sanitize(name);
-            let clashes = claims.get(&clean).copied().unwrap_or(0) > 1;
+            let clashes = claims.get(clean.as_ref()).copied().unwrap_or(0) > 1;
             if clean.is_empty() || clean.len() > MAX_MODEL_NAME_LEN || clashes {
-                suffixed.push((name.clone(), clean));
+                suffixed.push((name, clean));
             } else {
-                taken.insert(clean.clone(), name.clone());
-                to_model.insert(name.clone(), clean);
+                from_model.insert(clean.to_string(), name.to_owned());
+                to_model.insert(name.to_owned(), clean.to_string());
             }
         }
         // Suffixed names go last so that they, not plain names, give way on a clash.
         for (name, clean) in suffixed {
             let mut salt = 0u32;
             let model = loop {
-                let candidate = with_suffix(&clean, name_hash(&name, salt));
-                if !taken.contains_key(&candidate) {
+                let candidate = with_suffix(clean, name_hash(name, salt));
+                if !from_model.contains_key(&candidate) {
                     break candidate;
                 }
                 salt += 1;
             };
-            taken.insert(model.clone(), name.clone());
-            to_model.insert(name, model);
+            from_model.insert(model.clone(), name.to_owned());
+            to_model.insert(name.to_owned(), model);
         }
 
-        let from_model = taken.into_iter().collect();
         Self {
             to_model,
             from_model,
@@ -127,17 +133,26 @@ pub fn is_safe_model_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// Replaces every character outside `[A-Za-z0-9_-]` with `_`.
-fn sanitize(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+/// Replaces every character outside `[A-Za-z0-9_-]` with `_` (a name that has none is
+/// borrowed as it is).
+fn sanitize(name: &str) -> Cow<'_, str> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if name.chars().all(allowed) {
+        return Cow::Borrowed(name);
+    }
+    if name.is_ascii() {
+        // Byte for byte (every registered name so far): no decoding of characters.
+        let bytes = name
+            .bytes()
+            .map(|b| if allowed(char::from(b)) { b } else { b'_' })
+            .collect();
+        return Cow::Owned(String::from_utf8(bytes).unwrap_or_default());
+    }
+    Cow::Owned(
+        name.chars()
+            .map(|c| if allowed(c) { c } else { '_' })
+            .collect(),
+    )
 }
 
 /// `clean` cut so that it and the suffix fit in 64 characters, plus `_` and 8 hex digits.

@@ -1,7 +1,7 @@
 //! The [`ToolRegistry`]: tool sets registered by registration id, a deterministic winner per
 //! tool name, collision reports, safe model names and a change counter.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -326,6 +326,9 @@ struct Registration {
     tools: Vec<Arc<dyn Tool>>,
 }
 
+/// One registration's tools for [`ToolRegistry::register_all`]: its id, source and tools.
+pub type ToolSet = (String, ToolSource, Vec<Arc<dyn Tool>>);
+
 /// A candidate for a name, with the keys that order candidates.
 struct Candidate<'a> {
     rank: usize,
@@ -365,46 +368,63 @@ impl ToolRegistry {
         source: ToolSource,
         tools: Vec<Arc<dyn Tool>>,
     ) -> Result<(), RegistryError> {
-        let registration_id = registration_id.into();
-        if registration_id.trim().is_empty() {
-            return Err(RegistryError::BlankRegistrationId);
-        }
-        if let Some(index) = tools.iter().position(|t| t.name().trim().is_empty()) {
-            return Err(RegistryError::BlankToolName {
-                registration_id,
-                index,
-            });
-        }
-        self.update(|state| {
-            let sequence = match state.registrations.get(&registration_id) {
-                Some(existing) => existing.sequence,
-                None => {
-                    let sequence = state.next_sequence;
-                    state.next_sequence += 1;
-                    sequence
-                }
-            };
-            tracing::debug!(
-                registration_id = %registration_id,
-                %source,
-                tools = tools.len(),
-                "registering tools"
-            );
-            if !tools.is_empty() {
-                // Names this registration no longer offers cannot collide through it any more.
-                state.warned.retain(|(name, winner, loser)| {
-                    (*winner != registration_id && *loser != registration_id)
-                        || tools.iter().any(|tool| tool.name() == name)
+        self.register_all(vec![(registration_id.into(), source, tools)])
+    }
+
+    /// Registers several sets at once, as [`register`](Self::register) would one after the
+    /// other, but with one change for consumers (the counter moves at most once) and one
+    /// rebuild of the view: with many registrations arriving together (apps starting), each
+    /// rebuild covers every tool, so one per set made the whole quadratic.
+    ///
+    /// # Errors
+    ///
+    /// As [`register`](Self::register), for the first set that is refused; the registry is
+    /// then unchanged.
+    pub fn register_all(&self, registrations: Vec<ToolSet>) -> Result<(), RegistryError> {
+        for (registration_id, _, tools) in &registrations {
+            if registration_id.trim().is_empty() {
+                return Err(RegistryError::BlankRegistrationId);
+            }
+            if let Some(index) = tools.iter().position(|t| t.name().trim().is_empty()) {
+                return Err(RegistryError::BlankToolName {
+                    registration_id: registration_id.clone(),
+                    index,
                 });
             }
-            state.registrations.insert(
-                registration_id,
-                Registration {
-                    sequence,
-                    source,
-                    tools,
-                },
-            );
+        }
+        self.update(|state| {
+            for (registration_id, source, tools) in registrations {
+                let sequence = match state.registrations.get(&registration_id) {
+                    Some(existing) => existing.sequence,
+                    None => {
+                        let sequence = state.next_sequence;
+                        state.next_sequence += 1;
+                        sequence
+                    }
+                };
+                tracing::debug!(
+                    registration_id = %registration_id,
+                    %source,
+                    tools = tools.len(),
+                    "registering tools"
+                );
+                if !tools.is_empty() {
+                    // Names this registration no longer offers cannot collide through it any
+                    // more.
+                    state.warned.retain(|(name, winner, loser)| {
+                        (*winner != registration_id && *loser != registration_id)
+                            || tools.iter().any(|tool| tool.name() == name)
+                    });
+                }
+                state.registrations.insert(
+                    registration_id,
+                    Registration {
+                        sequence,
+                        source,
+                        tools,
+                    },
+                );
+            }
         });
         Ok(())
     }
@@ -547,29 +567,38 @@ fn resolve_winners(
     registrations: &HashMap<String, Registration>,
     preference: SourcePreference,
 ) -> (Vec<ToolEntry>, Vec<CollisionReport>) {
-    let mut by_name: BTreeMap<&str, Vec<Candidate<'_>>> = BTreeMap::new();
+    // One list of every candidate, sorted by name and then by what decides between them:
+    // each name's candidates are then a run, winner first (one sort instead of a map of
+    // lists; the registry does this for every tool on every change).
+    let mut candidates: Vec<(&str, Candidate<'_>)> = Vec::new();
     for (registration_id, registration) in registrations {
         for (position, tool) in registration.tools.iter().enumerate() {
-            by_name.entry(tool.name()).or_default().push(Candidate {
-                rank: preference.rank(registration.source),
-                sequence: registration.sequence,
-                position,
-                registration_id,
-                source: registration.source,
-                tool,
-            });
+            candidates.push((
+                tool.name(),
+                Candidate {
+                    rank: preference.rank(registration.source),
+                    sequence: registration.sequence,
+                    position,
+                    registration_id,
+                    source: registration.source,
+                    tool,
+                },
+            ));
         }
     }
+    candidates.sort_unstable_by(|(a, x), (b, y)| {
+        a.cmp(b)
+            .then_with(|| (x.rank, x.sequence, x.position).cmp(&(y.rank, y.sequence, y.position)))
+    });
 
-    let mut entries = Vec::with_capacity(by_name.len());
+    let mut entries = Vec::new();
     let mut collisions = Vec::new();
-    for (name, mut candidates) in by_name {
-        candidates.sort_by_key(|c| (c.rank, c.sequence, c.position));
-        let mut candidates = candidates.into_iter();
-        let Some(winner) = candidates.next() else {
-            continue;
-        };
-        for loser in candidates {
+    let mut rest = candidates.as_slice();
+    while let Some(((name, winner), _)) = rest.split_first() {
+        let run = rest.iter().take_while(|(n, _)| n == name).count();
+        let (same, after) = rest.split_at(run);
+        rest = after;
+        for (_, loser) in &same[1..] {
             let reason = if loser.rank != winner.rank {
                 CollisionReason::SourcePreference
             } else if loser.sequence != winner.sequence {
@@ -578,7 +607,7 @@ fn resolve_winners(
                 CollisionReason::SameRegistration
             };
             collisions.push(CollisionReport {
-                name: name.to_owned(),
+                name: (*name).to_owned(),
                 winner: winner.registration_id.to_owned(),
                 winner_source: winner.source,
                 loser: loser.registration_id.to_owned(),
@@ -587,7 +616,7 @@ fn resolve_winners(
             });
         }
         entries.push(ToolEntry {
-            name: name.to_owned(),
+            name: (*name).to_owned(),
             registration_id: winner.registration_id.to_owned(),
             source: winner.source,
             tool: Arc::clone(winner.tool),

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use crate::app_tool::McpAppTool;
-use crate::registry::{CollisionReport, ToolRegistry, ToolSource};
+use crate::registry::{CollisionReport, ToolRegistry, ToolSet, ToolSource};
 use crate::tool::Tool;
 
 /// The prefix of every MCP app registration id.
@@ -122,6 +122,9 @@ struct State {
     /// message), so that they are logged at WARN once, not on every restart. Kept while the
     /// app is stopped, forgotten when it is removed.
     logged: BTreeMap<String, BTreeSet<(String, String)>>,
+    /// Tool sets decided but not yet in the registry, in order: events that arrive together
+    /// (apps starting together) go in as one registry change (see [`Shared::flush`]).
+    pending: Vec<ToolSet>,
 }
 
 /// What the registry holds for one app.
@@ -202,6 +205,7 @@ impl Drop for AppToolSync {
         self.stop.cancel();
         let mut state = self.shared.lock();
         state.stopped = true;
+        state.pending.clear();
         for app_id in std::mem::take(&mut state.apps).into_keys() {
             self.shared
                 .registry
@@ -236,7 +240,27 @@ async fn follow(
                 let _ = ack.send(());
             }
             event = events.recv() => match event {
-                Ok(event) => shared.on_event(&event),
+                Ok(event) => {
+                    // The events already waiting are handled with it, and their tool sets go
+                    // to the registry together. Letting the tasks that are ready run first
+                    // (apps finishing their start, which send the next events) makes those
+                    // batches larger when many apps start together; it waits on nothing.
+                    shared.on_event(&event);
+                    tokio::task::yield_now().await;
+                    let mut lagged = false;
+                    loop {
+                        match events.try_recv() {
+                            Ok(event) => shared.on_event(&event),
+                            Err(TryRecvError::Lagged(_)) => lagged = true,
+                            Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+                        }
+                    }
+                    if lagged {
+                        tracing::warn!("missed supervisor events; resynchronising every app");
+                        shared.reconcile_all();
+                    }
+                    shared.flush(&mut shared.lock());
+                }
                 Err(RecvError::Lagged(missed)) => {
                     tracing::warn!(missed, "missed supervisor events; resynchronising every app");
                     shared.reconcile_all();
@@ -274,6 +298,22 @@ impl Shared {
         }
     }
 
+    /// Hands the pending tool sets to the registry, in one change. The caller holds the state
+    /// lock, as for [`apply`](Self::apply).
+    fn flush(&self, state: &mut State) {
+        if state.pending.is_empty() {
+            return;
+        }
+        let pending = std::mem::take(&mut state.pending);
+        if state.stopped {
+            return;
+        }
+        if let Err(error) = self.registry.register_all(pending) {
+            // Tool sets are checked before they get here, so this would be a bug.
+            tracing::error!(%error, "the registry refused an app's tools");
+        }
+    }
+
     /// Brings every app's registration in line with its current state, in list order.
     fn reconcile_all(&self) {
         let apps = self.supervisor.list();
@@ -290,6 +330,7 @@ impl Shared {
         for app_id in gone {
             self.apply(&mut state, &app_id, None);
         }
+        self.flush(&mut state);
     }
 
     /// Brings one app's registration in line with its current state (`None`: it is gone).
@@ -304,6 +345,8 @@ impl Shared {
         let Some(app) = app else {
             state.logged.remove(app_id);
             if state.apps.remove(app_id).is_some() {
+                // What was decided before goes in first, so the order stays the events'.
+                self.flush(state);
                 self.registry.unregister(&registration_id);
                 tracing::info!(app = %app_id, "removed the tools of an app that is gone");
             }
@@ -320,7 +363,9 @@ impl Shared {
             }
             // An empty set rather than an unregistration keeps the app's place in discovery
             // order for when it runs again.
-            self.register(&registration_id, Vec::new());
+            state
+                .pending
+                .push((registration_id, ToolSource::Native, Vec::new()));
             if previous.is_some() {
                 tracing::info!(app = %app_id, "withdrew the tools of an app that is not running");
             }
@@ -369,7 +414,9 @@ impl Shared {
             listed = descriptors.tools.len(),
             "registered the model-visible tools of an app"
         );
-        self.register(&registration_id, tools);
+        state
+            .pending
+            .push((registration_id, ToolSource::Native, tools));
         state.apps.insert(
             app_id.to_owned(),
             Registered {
@@ -379,16 +426,6 @@ impl Shared {
                 warnings,
             },
         );
-    }
-
-    fn register(&self, registration_id: &str, tools: Vec<Arc<dyn Tool>>) {
-        if let Err(error) = self
-            .registry
-            .register(registration_id, ToolSource::Native, tools)
-        {
-            // Tool sets are checked before they get here, so this would be a bug.
-            tracing::error!(registration_id, %error, "the registry refused an app's tools");
-        }
     }
 }
 

@@ -582,7 +582,10 @@ impl Task {
                             prompts: notice == Notice::Prompts,
                         };
                         let timeout = live.connection.request_timeout;
-                        refresh(&self.shared, &live.connection, timeout, lists).await;
+                        // Boxed: the listings run side by side, so their futures are all held
+                        // at once, and inline they would make every app's task future (alive
+                        // for the app's whole life) three times larger for a rare event.
+                        Box::pin(refresh(&self.shared, &live.connection, timeout, lists)).await;
                     }
                 }
             }
@@ -1046,29 +1049,42 @@ async fn enumerate_into(
         .peer_info()
         .map(|info| info.capabilities.clone())
         .unwrap_or_default();
+    let resources = lists.resources && capabilities.resources.is_some();
+    let prompts = lists.prompts && capabilities.prompts.is_some();
+    // The lists are asked for at once rather than one after another: each is a round trip
+    // through the hub and the app, and at start-up four of them in a row were most of an
+    // app's time to Running. What the results mean (and the order of the warnings) stays
+    // as if they had been asked in turn.
+    let (tools, resource_list, templates, prompt_list) = tokio::join!(
+        optional_list(lists.tools && capabilities.tools.is_some(), || {
+            tokio::time::timeout(timeout, peer.list_all_tools())
+        }),
+        optional_list(resources, || tokio::time::timeout(
+            timeout,
+            peer.list_all_resources()
+        )),
+        optional_list(resources, || tokio::time::timeout(
+            timeout,
+            peer.list_all_resource_templates()
+        )),
+        optional_list(prompts, || tokio::time::timeout(
+            timeout,
+            peer.list_all_prompts()
+        )),
+    );
     let mut warnings = Vec::new();
     if lists.tools {
-        descriptors.tools = if capabilities.tools.is_some() {
-            let tools = bounded(
-                "tools/list",
-                tokio::time::timeout(timeout, peer.list_all_tools()).await,
-                timeout,
-            )?;
-            tools
+        descriptors.tools = match tools {
+            Some(tools) => bounded("tools/list", tools, timeout)?
                 .iter()
                 .filter(|t| !t.name.trim().is_empty())
                 .map(ToolDescriptor::from_tool)
-                .collect()
-        } else {
-            Vec::new()
+                .collect(),
+            None => Vec::new(),
         };
     }
-    if lists.resources && capabilities.resources.is_some() {
-        match bounded(
-            "resources/list",
-            tokio::time::timeout(timeout, peer.list_all_resources()).await,
-            timeout,
-        ) {
+    if let Some(resource_list) = resource_list {
+        match bounded("resources/list", resource_list, timeout) {
             Ok(resources) => {
                 descriptors.resources = resources
                     .iter()
@@ -1077,30 +1093,27 @@ async fn enumerate_into(
             }
             Err(w) => warnings.push(format!("enumeration: {w}")),
         }
-        match tokio::time::timeout(timeout, peer.list_all_resource_templates()).await {
-            Ok(Ok(templates)) => {
-                descriptors.templates = templates
-                    .iter()
-                    .map(ResourceTemplateDescriptor::from_template)
-                    .collect();
-            }
-            // Servers without templates often answer "method not found"; that is no problem.
-            Ok(Err(ServiceError::McpError(e))) if e.code == ErrorCode::METHOD_NOT_FOUND => {}
-            Ok(Err(err)) => warnings.push(format!(
-                "enumeration: resources/templates/list failed: {err}"
-            )),
-            Err(_) => warnings.push(format!(
-                "enumeration: resources/templates/list timed out after {} s",
-                timeout.as_secs()
-            )),
-        }
     }
-    if lists.prompts && capabilities.prompts.is_some() {
-        match bounded(
-            "prompts/list",
-            tokio::time::timeout(timeout, peer.list_all_prompts()).await,
-            timeout,
-        ) {
+    match templates {
+        None => {}
+        Some(Ok(Ok(templates))) => {
+            descriptors.templates = templates
+                .iter()
+                .map(ResourceTemplateDescriptor::from_template)
+                .collect();
+        }
+        // Servers without templates often answer "method not found"; that is no problem.
+        Some(Ok(Err(ServiceError::McpError(e)))) if e.code == ErrorCode::METHOD_NOT_FOUND => {}
+        Some(Ok(Err(err))) => warnings.push(format!(
+            "enumeration: resources/templates/list failed: {err}"
+        )),
+        Some(Err(_)) => warnings.push(format!(
+            "enumeration: resources/templates/list timed out after {} s",
+            timeout.as_secs()
+        )),
+    }
+    if let Some(prompt_list) = prompt_list {
+        match bounded("prompts/list", prompt_list, timeout) {
             Ok(prompts) => {
                 descriptors.prompts = prompts.iter().map(PromptDescriptor::from_prompt).collect()
             }
@@ -1108,6 +1121,11 @@ async fn enumerate_into(
         }
     }
     Ok(warnings)
+}
+
+/// Runs the listing `list` makes if `wanted`, else nothing.
+async fn optional_list<F: Future>(wanted: bool, list: impl FnOnce() -> F) -> Option<F::Output> {
+    if wanted { Some(list().await) } else { None }
 }
 
 /// Turns a listing bounded by a timeout into items or a message.

@@ -9,7 +9,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use mcpapp_discovery::{EnvNamePatterns, is_gateway_credential};
@@ -28,6 +28,9 @@ pub(crate) struct Environment {
     pub(crate) lookup: EnvLookup,
     /// `None`: the process environment, read at each launch.
     pub(crate) base: Option<Vec<(OsString, OsString)>>,
+    /// The last `InheritEnvironment` list compiled, with its patterns: every app shares the
+    /// global list, and compiling it (a glob set) cost more than the rest of a launch plan.
+    global_patterns: Mutex<Option<(Vec<String>, Arc<EnvNamePatterns>)>>,
 }
 
 impl std::fmt::Debug for Environment {
@@ -45,6 +48,7 @@ impl Default for Environment {
         Self {
             lookup: Arc::new(|name| std::env::var(name).ok()),
             base: None,
+            global_patterns: Mutex::new(None),
         }
     }
 }
@@ -86,14 +90,31 @@ impl Inheritance {
 }
 
 impl Environment {
+    /// The compiled `InheritEnvironment` patterns of `list`, compiled once while the list
+    /// stays the same.
+    fn global_patterns(&self, list: &[String]) -> Result<Arc<EnvNamePatterns>, String> {
+        let mut cached = self
+            .global_patterns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((names, patterns)) = cached.as_ref()
+            && names.as_slice() == list
+        {
+            return Ok(Arc::clone(patterns));
+        }
+        let patterns =
+            Arc::new(EnvNamePatterns::new("InheritEnvironment", list).map_err(|e| e.to_string())?);
+        *cached = Some((list.to_vec(), Arc::clone(&patterns)));
+        Ok(patterns)
+    }
+
     /// The variables app `id` inherits under `inheritance`, in the gateway's order.
     fn inherited(
         &self,
         id: &str,
         inheritance: &Inheritance,
     ) -> Result<Vec<(OsString, OsString)>, String> {
-        let global = EnvNamePatterns::new("InheritEnvironment", &inheritance.global)
-            .map_err(|e| e.to_string())?;
+        let global = self.global_patterns(&inheritance.global)?;
         let entry = if inheritance.entry.is_empty() {
             None
         } else {

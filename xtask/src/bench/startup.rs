@@ -3,8 +3,13 @@
 //! times (`stateChangedAt` of each app's Running state); against it, `loadgen spawn` doing a
 //! bare concurrent spawn, `initialize` and `tools/list` of the same N. The gateway's resident
 //! memory (`VmRSS` in `/proc/PID/status`) is read with the N apps Running and with one.
+//!
+//! Part of `bench proxy`; `cargo xtask bench startup [--apps N] [--repeat R] [--bin DIR]`
+//! runs only this, R times (start-up is a wall-clock figure on a noisy machine: it needs many
+//! runs, and the call paths take minutes). `--bin` takes the gateway, fixture-app and loadgen
+//! from DIR instead of building them, so two builds can be compared side by side.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail, ensure};
@@ -13,6 +18,89 @@ use serde_json::{Value, json};
 use crate::bench::Loadgen;
 use crate::http;
 use crate::stack::{self, Program};
+
+const USAGE: &str = "usage: cargo xtask bench startup [--apps N] [--repeat R] [--bin DIR]";
+
+/// `cargo xtask bench startup` options.
+#[derive(Debug, PartialEq)]
+struct Options {
+    apps: usize,
+    repeat: usize,
+    bin: Option<PathBuf>,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> anyhow::Result<Self> {
+        let mut options = Self {
+            apps: 50,
+            repeat: 5,
+            bin: None,
+        };
+        let mut rest = args.iter();
+        while let Some(arg) = rest.next() {
+            let value = rest
+                .next()
+                .with_context(|| format!("{arg} needs a value\n{USAGE}"));
+            let number = |text: &String| -> anyhow::Result<usize> {
+                let n: usize = text
+                    .parse()
+                    .with_context(|| format!("{arg} takes a positive number, not `{text}`"))?;
+                ensure!(n > 0, "{arg} takes a positive number, not 0");
+                Ok(n)
+            };
+            match arg.as_str() {
+                "--apps" => options.apps = number(value?)?,
+                "--repeat" => options.repeat = number(value?)?,
+                "--bin" => options.bin = Some(PathBuf::from(value?)),
+                other => bail!("unknown option `{other}`\n{USAGE}"),
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// `cargo xtask bench startup`: the start-up and memory measurements alone, repeated.
+pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
+    let options = Options::parse(args)?;
+    stack::stop_all_on_signal()?;
+    let target = stack::target_dir(root);
+    let out = target.join("bench");
+    let logs = out.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    let bin = match &options.bin {
+        Some(bin) => bin.clone(),
+        None => {
+            crate::util::cargo(
+                root,
+                &[
+                    "build",
+                    "--release",
+                    "-p",
+                    "mcpapp-gateway",
+                    "-p",
+                    "fixture-app",
+                    "-p",
+                    "loadgen",
+                ],
+            )?;
+            target.join("release")
+        }
+    };
+    let loadgen = Loadgen::new(bin.join("loadgen"), &logs);
+    let mut startups = Vec::new();
+    for run in 1..=options.repeat {
+        println!("\n==> run {run} of {}", options.repeat);
+        startups.push(measure(&bin, &out, &logs, &loadgen, options.apps)?);
+    }
+    crate::bench::print_startup(&startups);
+    let json_path = out.join("startup.json");
+    stack::write_json(
+        &json_path,
+        &json!({ "bin": bin, "repeat": options.repeat, "startup": startups }),
+    )?;
+    println!("\nresults: {}", json_path.display());
+    Ok(())
+}
 
 /// How long N apps may take to reach Running.
 const SETTLE: Duration = Duration::from_secs(120);
@@ -246,6 +334,27 @@ pub(crate) fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn startup_options() {
+        let args = |list: &[&str]| list.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+        let defaults = Options::parse(&[]).unwrap();
+        assert_eq!(
+            (defaults.apps, defaults.repeat, defaults.bin),
+            (50, 5, None)
+        );
+        let set = Options::parse(&args(&["--repeat", "2", "--bin", "b", "--apps", "7"])).unwrap();
+        assert_eq!((set.apps, set.repeat), (7, 2));
+        assert_eq!(set.bin, Some(PathBuf::from("b")));
+        for (bad, named) in [
+            (&["--apps", "0"][..], "--apps"),
+            (&["--repeat"][..], "--repeat needs a value"),
+            (&["--fast"][..], "unknown option `--fast`"),
+        ] {
+            let err = Options::parse(&args(bad)).unwrap_err().to_string();
+            assert!(err.contains(named), "{bad:?}: {err}");
+        }
+    }
 
     #[test]
     fn reads_the_gateways_timestamps() {

@@ -552,3 +552,51 @@ fn each_distinct_collision_warns_once_however_often_it_reappears() {
     assert_eq!(b_again, b_now, "{warnings:#?}");
     assert!(b_now >= 2);
 }
+
+#[test]
+fn registering_sets_together_is_registering_them_in_turn_with_one_change() {
+    let sets = || {
+        vec![
+            (
+                "mcpapp:a".to_owned(),
+                ToolSource::Native,
+                vec![tool("shared", "a"), tool("a.only", "a")],
+            ),
+            (
+                "plugin:p".to_owned(),
+                ToolSource::Plugin,
+                vec![tool("shared", "p")],
+            ),
+            (
+                "mcpapp:b".to_owned(),
+                ToolSource::Native,
+                vec![tool("shared", "b")],
+            ),
+        ]
+    };
+    let in_turn = ToolRegistry::new();
+    for (id, source, tools) in sets() {
+        in_turn.register(id, source, tools).unwrap();
+    }
+    let together = ToolRegistry::new();
+    together.register_all(sets()).unwrap();
+    assert_eq!(listing(&together), listing(&in_turn));
+    assert_eq!(together.collisions(), in_turn.collisions());
+    assert_eq!(together.model_names(), in_turn.model_names());
+    assert_eq!((in_turn.version(), together.version()), (3, 1));
+
+    // A refused set leaves everything as it was.
+    let err = together
+        .register_all(vec![
+            (
+                "mcpapp:c".to_owned(),
+                ToolSource::Native,
+                vec![tool("c", "c")],
+            ),
+            ("  ".to_owned(), ToolSource::Native, Vec::new()),
+        ])
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::BlankRegistrationId), "{err:?}");
+    assert!(together.resolve("c").is_none());
+    assert_eq!(together.version(), 1);
+}
