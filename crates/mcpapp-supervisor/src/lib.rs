@@ -60,6 +60,7 @@ mod launch;
 mod lifecycle;
 mod link;
 mod metrics;
+mod pipe;
 mod policy;
 mod raw;
 mod router;

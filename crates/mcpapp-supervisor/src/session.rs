@@ -1,8 +1,8 @@
 //! One upstream session: a link, the router, the gateway's rmcp client, and the ports that
 //! share it.
 //!
-//! rmcp does not talk to the app directly. It speaks newline-delimited JSON-RPC over an
-//! in-memory duplex pipe to the *hub*, a task that owns the [`Router`] and the link. Every
+//! rmcp does not talk to the app directly. It hands whole JSON-RPC messages through channels
+//! (`pipe.rs`) to the *hub*, a task that owns the [`Router`] and the link. Every
 //! message, rmcp's and the ports', passes through the hub, which is what lets the agent and
 //! any number of browser sessions share one upstream session byte for byte, over stdio and
 //! HTTP alike (see docs/architecture.md, "One upstream session").
@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::value::RawValue;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, warn};
@@ -21,13 +20,12 @@ use tracing::{Instrument, debug, warn};
 use crate::era::{self, Era, Probe};
 use crate::link::{Link, LinkEvent};
 use crate::metrics::{AppMeters, CallPath, Outcome, PathCell, ToolMeters};
+use crate::pipe::HubPipe;
 use crate::raw::{MessageKind, RawError, RawMessage, raw_json, raw_string};
 use crate::router::{Delivery, Key, PortCapabilities, PortId, PortSpec, Router, key_of};
 
 /// Notifications kept for a port that does not read them fast enough.
 const PORT_BACKLOG: usize = 256;
-/// Size of the in-memory pipe between rmcp and the hub.
-const DUPLEX_BYTES: usize = 1024 * 1024;
 /// Non-JSON lines kept for error reports.
 const GARBAGE_KEPT: usize = 3;
 /// Protocol versions a client session may have, oldest first: the Streamable HTTP era up to
@@ -595,43 +593,17 @@ impl Connection {
         meters: Arc<AppMeters>,
     ) -> Result<Connection, HandshakeError> {
         let link = Arc::new(link);
-        let (rmcp_io, hub_io) = tokio::io::duplex(DUPLEX_BYTES);
-        let (hub_read, mut hub_write) = tokio::io::split(hub_io);
-        let (to_rmcp, mut to_rmcp_rx) = mpsc::unbounded_channel::<String>();
+        let (to_rmcp, to_rmcp_rx) = mpsc::unbounded_channel::<String>();
         let (commands, commands_rx) = mpsc::unbounded_channel::<HubCommand>();
         let (closed_tx, closed_rx) = watch::channel::<Option<String>>(None);
         let span = tracing::Span::current();
 
-        // rmcp's output: one JSON-RPC message per line.
+        // rmcp's messages go to the hub as they are sent; the hub's come back through
+        // `to_rmcp`, and end when the hub drops it.
         let from_rmcp = commands.clone();
-        tokio::spawn(
-            async move {
-                let mut lines = BufReader::new(hub_read).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    match RawMessage::parse(line.as_str()) {
-                        Ok(message) => {
-                            if from_rmcp.send(HubCommand::FromRmcp(message)).is_err() {
-                                break;
-                            }
-                        }
-                        Err(err) => warn!("rmcp wrote an unreadable message: {err}"),
-                    }
-                }
-            }
-            .instrument(span.clone()),
-        );
-        // rmcp's input.
-        tokio::spawn(
-            async move {
-                while let Some(mut line) = to_rmcp_rx.recv().await {
-                    line.push('\n');
-                    if hub_write.write_all(line.as_bytes()).await.is_err() {
-                        break;
-                    }
-                }
-                let _ = hub_write.shutdown().await;
-            }
-            .instrument(span.clone()),
+        let rmcp_io = HubPipe::new(
+            move |message| from_rmcp.send(HubCommand::FromRmcp(message)).is_ok(),
+            to_rmcp_rx,
         );
         let hub = Hub {
             router: Router::with_secret(secret()),
