@@ -235,27 +235,25 @@ impl SupervisorMetrics {
 pub(crate) struct AppMeters {
     families: Arc<Families>,
     app: Arc<str>,
-    tools: RwLock<HashMap<Arc<str>, Arc<ToolMeters>>>,
+    /// The listed tools, each with its meters once it has been called.
+    tools: RwLock<HashMap<Arc<str>, Option<Arc<ToolMeters>>>>,
     other: Arc<ToolMeters>,
     timeouts: Counter,
     cancellations: Counter,
 }
 
 impl AppMeters {
-    /// The tools the app lists now; calls to any other name count as [`OTHER_TOOL`].
+    /// The tools the app lists now; calls to any other name count as [`OTHER_TOOL`]. A
+    /// listed tool gets its meters when it is first called: most of an app's tools are never
+    /// called in a gateway's life, and meters for each would cost every app kilobytes.
     pub(crate) fn know_tools<'a>(&self, names: impl Iterator<Item = &'a str>) {
         let mut tools = self.tools.write().unwrap_or_else(|p| p.into_inner());
         let mut next = HashMap::with_capacity(tools.len());
         for name in names {
-            let meters = match tools.remove(name) {
-                Some(meters) => meters,
-                None => Arc::new(ToolMeters::new(
-                    self.families.clone(),
-                    self.app.clone(),
-                    Arc::from(name),
-                )),
+            match tools.remove_entry(name) {
+                Some((name, meters)) => next.insert(name, meters),
+                None => next.insert(Arc::from(name), None),
             };
-            next.insert(meters.tool.clone(), meters);
         }
         *tools = next;
     }
@@ -263,10 +261,36 @@ impl AppMeters {
     /// The meters of the tool `name`, or of [`OTHER_TOOL`] for a name the app does not list
     /// (or no name).
     pub(crate) fn tool(&self, name: Option<&str>) -> Arc<ToolMeters> {
-        let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
-        name.and_then(|name| tools.get(name))
-            .unwrap_or(&self.other)
-            .clone()
+        let Some(name) = name else {
+            return self.other.clone();
+        };
+        {
+            let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
+            match tools.get(name) {
+                None => return self.other.clone(),
+                Some(Some(meters)) => return meters.clone(),
+                Some(None) => {}
+            }
+        }
+        // The first call of a listed tool; the list may have changed since the read.
+        let mut tools = self.tools.write().unwrap_or_else(|p| p.into_inner());
+        let Some(tool) = tools.get_key_value(name).map(|(tool, _)| tool.clone()) else {
+            return self.other.clone();
+        };
+        tools
+            .get_mut(name)
+            .map(|meters| {
+                meters
+                    .get_or_insert_with(|| {
+                        Arc::new(ToolMeters::new(
+                            self.families.clone(),
+                            self.app.clone(),
+                            tool,
+                        ))
+                    })
+                    .clone()
+            })
+            .unwrap_or_else(|| self.other.clone())
     }
 
     pub(crate) fn timed_out(&self) {
