@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use mcpapp_manifest::json_kind;
 use mcpapp_supervisor::mcp::{CallToolResult, ContentBlock, ResourceContents};
 use mcpapp_supervisor::{AppHandle, CallError, Descriptors, ToolDescriptor};
 use serde_json::{Map, Value};
@@ -242,17 +243,6 @@ fn parse_arguments(json: &str) -> Result<Map<String, Value>, String> {
             json_kind(&other)
         )),
         Err(error) => Err(error.to_string()),
-    }
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

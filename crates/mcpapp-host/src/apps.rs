@@ -25,17 +25,15 @@ pub(crate) fn base_url(headers: &HeaderMap, state: &AppState) -> String {
     format!("http://{host}")
 }
 
+/// Everything but letters, digits, `.`, `_` and `-` is escaped in a path segment.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'-');
+
 /// Percent-encodes an app id for a URL path segment (valid ids need nothing).
 fn encode_segment(id: &str) -> String {
-    let mut out = String::new();
-    for byte in id.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(id, SEGMENT).to_string()
 }
 
 /// This gateway's per-app MCP endpoint.

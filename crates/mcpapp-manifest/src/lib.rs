@@ -52,7 +52,7 @@ pub use manifest::{
     DEFAULT_TRANSPORT, DEFAULT_VERSION, MANIFEST_FILE_NAME, MCP_APP_MIME_TYPE, McpAppManifest,
     ParsedManifest,
 };
-pub use quote::{MAX_QUOTED_CHARS, Quoted, quoted};
+pub use quote::{MAX_QUOTED_CHARS, Quoted, json_kind, quoted};
 pub use schema::{SchemaKind, config_schema, manifest_schema};
 pub use state::{InstallState, Lifecycle, Timestamp};
 pub use validate::{

@@ -6,6 +6,28 @@
 
 use std::fmt;
 
+/// What kind of JSON value `value` is, as a message says it: `null`, `a boolean`, `a number`,
+/// `a string`, `an array`, `an object`.
+///
+/// ```
+/// use mcpapp_manifest::json_kind;
+///
+/// let answer = serde_json::json!([1]);
+/// assert_eq!(format!("content must be an object, not {}", json_kind(&answer)),
+///            "content must be an object, not an array");
+/// ```
+pub fn json_kind(value: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// The most characters of a value that [`quoted`] shows.
 pub const MAX_QUOTED_CHARS: usize = 120;
 

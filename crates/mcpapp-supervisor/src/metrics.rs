@@ -274,23 +274,18 @@ impl AppMeters {
         }
         // The first call of a listed tool; the list may have changed since the read.
         let mut tools = self.tools.write().unwrap_or_else(|p| p.into_inner());
-        let Some(tool) = tools.get_key_value(name).map(|(tool, _)| tool.clone()) else {
-            return self.other.clone();
-        };
-        tools
-            .get_mut(name)
-            .map(|meters| {
-                meters
-                    .get_or_insert_with(|| {
-                        Arc::new(ToolMeters::new(
-                            self.families.clone(),
-                            self.app.clone(),
-                            tool,
-                        ))
-                    })
-                    .clone()
-            })
-            .unwrap_or_else(|| self.other.clone())
+        match tools.get_mut(name) {
+            None => self.other.clone(),
+            Some(meters) => meters
+                .get_or_insert_with(|| {
+                    Arc::new(ToolMeters::new(
+                        self.families.clone(),
+                        self.app.clone(),
+                        Arc::from(name),
+                    ))
+                })
+                .clone(),
+        }
     }
 
     pub(crate) fn timed_out(&self) {

@@ -110,7 +110,7 @@ pub(crate) fn apps_table(apps: &[Value]) -> String {
 
 /// One line of at most `width` characters: line breaks become spaces, and a longer text is
 /// cut with an ellipsis.
-fn shorten(text: &str, width: usize) -> String {
+pub(crate) fn shorten(text: &str, width: usize) -> String {
     let flat: String = text
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })

@@ -12,6 +12,7 @@
 
 use std::io::{Read, Write};
 
+use mcpapp_manifest::json_kind;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -72,7 +73,7 @@ fn arguments(given: Option<&str>) -> Result<JsonObject, RemoteError> {
         Ok(Value::Object(object)) => Ok(object),
         Ok(other) => Err(RemoteError::Usage(format!(
             "{source} must be a JSON object such as {{\"message\": \"hi\"}}, not {}",
-            kind(&other)
+            json_kind(&other)
         ))),
         Err(e) => Err(RemoteError::Usage(format!(
             "{source} are not JSON: {} at line {} column {}",
@@ -80,17 +81,6 @@ fn arguments(given: Option<&str>) -> Result<JsonObject, RemoteError> {
             e.line(),
             e.column()
         ))),
-    }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

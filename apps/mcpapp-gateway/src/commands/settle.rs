@@ -16,6 +16,8 @@ use mcpapp_manifest::Lifecycle;
 use mcpapp_supervisor::{AppHandle, AppSnapshot, Supervisor};
 use tracing::info;
 
+use super::apps::shorten;
+
 /// The longest failure reason a finished line shows, in characters.
 const REASON_WIDTH: usize = 100;
 
@@ -121,18 +123,4 @@ fn outcome(app: &AppSnapshot) -> String {
         ),
         other => format!("- {other}"),
     }
-}
-
-/// One line of at most `width` characters.
-fn shorten(text: &str, width: usize) -> String {
-    let flat: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if flat.chars().count() <= width {
-        return flat;
-    }
-    let mut cut: String = flat.chars().take(width.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
 }

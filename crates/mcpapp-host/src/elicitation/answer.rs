@@ -9,6 +9,7 @@
 //! is an HTTP API that anything holding the token can call, and an app should never receive
 //! an answer its own schema rules out. A pure function of two JSON values, tested on its own.
 
+use mcpapp_manifest::json_kind;
 use serde_json::{Map, Value};
 
 /// Why an answer was refused; the message names the member at fault (`content.age`).
@@ -20,7 +21,7 @@ pub(crate) fn check(params: &Value, answer: &Value) -> Result<rmcp::model::Elici
     let Value::Object(answer_object) = answer else {
         return Err(format!(
             "the answer must be a JSON object such as {{\"action\": \"accept\", \"content\": {{…}}}}, not {}",
-            kind(answer)
+            json_kind(answer)
         ));
     };
     for key in answer_object.keys() {
@@ -32,7 +33,7 @@ pub(crate) fn check(params: &Value, answer: &Value) -> Result<rmcp::model::Elici
     }
     let action = match answer_object.get("action") {
         Some(Value::String(action)) => action.as_str(),
-        Some(other) => return Err(format!("action must be a string, not {}", kind(other))),
+        Some(other) => return Err(format!("action must be a string, not {}", json_kind(other))),
         None => return Err("the answer has no action (accept, decline or cancel)".to_owned()),
     };
     let content = answer_object.get("content").filter(|c| !c.is_null());
@@ -64,7 +65,7 @@ pub(crate) fn check(params: &Value, answer: &Value) -> Result<rmcp::model::Elici
     if let Some(meta) = answer_object.get("_meta")
         && !meta.is_object()
     {
-        return Err(format!("_meta must be an object, not {}", kind(meta)));
+        return Err(format!("_meta must be an object, not {}", json_kind(meta)));
     }
     serde_json::from_value(answer.clone()).map_err(|e| format!("not an elicitation result: {e}"))
 }
@@ -72,7 +73,10 @@ pub(crate) fn check(params: &Value, answer: &Value) -> Result<rmcp::model::Elici
 /// Checks an accepted form's content against the requested schema.
 fn check_form(schema: &Value, content: &Value) -> Result<(), Refusal> {
     let Value::Object(content) = content else {
-        return Err(format!("content must be an object, not {}", kind(content)));
+        return Err(format!(
+            "content must be an object, not {}",
+            json_kind(content)
+        ));
     };
     let empty = Map::new();
     let properties = schema["properties"].as_object().unwrap_or(&empty);
@@ -96,14 +100,14 @@ fn check_value(at: &str, property: &Value, value: &Value) -> Result<(), Refusal>
     match property["type"].as_str() {
         Some("string") => {
             let Value::String(text) = value else {
-                return Err(format!("{at} must be a string, not {}", kind(value)));
+                return Err(format!("{at} must be a string, not {}", json_kind(value)));
             };
             check_string(at, property, text)
         }
         Some("number") => {
             let number = value
                 .as_f64()
-                .ok_or_else(|| format!("{at} must be a number, not {}", kind(value)))?;
+                .ok_or_else(|| format!("{at} must be a number, not {}", json_kind(value)))?;
             check_bounds(at, property, number)
         }
         Some("integer") => {
@@ -117,7 +121,7 @@ fn check_value(at: &str, property: &Value, value: &Value) -> Result<(), Refusal>
             if value.is_boolean() {
                 Ok(())
             } else {
-                Err(format!("{at} must be a boolean, not {}", kind(value)))
+                Err(format!("{at} must be a boolean, not {}", json_kind(value)))
             }
         }
         Some("array") => check_multi_select(at, property, value),
@@ -184,7 +188,7 @@ fn check_multi_select(at: &str, property: &Value, value: &Value) -> Result<(), R
     let Value::Array(items) = value else {
         return Err(format!(
             "{at} must be an array of choices, not {}",
-            kind(value)
+            json_kind(value)
         ));
     };
     let allowed = choices(&property["items"]);
@@ -193,7 +197,7 @@ fn check_multi_select(at: &str, property: &Value, value: &Value) -> Result<(), R
         let Value::String(choice) = item else {
             return Err(format!(
                 "{at}[{index}] must be a string, not {}",
-                kind(item)
+                json_kind(item)
             ));
         };
         if let Some(allowed) = &allowed
@@ -338,22 +342,11 @@ fn digits(text: &str) -> Option<u32> {
     }
 }
 
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// A value for a message: numbers as written, anything else by its kind.
 fn describe(value: &Value) -> String {
     match value {
         Value::Number(number) => number.to_string(),
-        other => kind(other).to_owned(),
+        other => json_kind(other).to_owned(),
     }
 }
 
