@@ -54,17 +54,17 @@
 //! ```
 #![warn(missing_docs)]
 
+mod aggregate;
+mod app_events;
 mod apps;
 mod chat;
 mod config;
 mod csp;
 mod elicitation;
 mod error;
-mod events;
 mod gateway;
 mod health;
 mod intake;
-mod mcp;
 mod metrics;
 mod proxy;
 mod reload;
@@ -72,7 +72,7 @@ mod replica;
 mod security;
 mod serve;
 mod state;
-mod streamable;
+mod streamable_http;
 mod views;
 
 use std::sync::Arc;
@@ -131,13 +131,13 @@ impl Host {
         let sessions =
             proxy::ProxySessions::new(config.max_proxy_sessions_per_app, config.proxy_session_idle);
         // `/mcp` counts as one more app against the same cap.
-        let mcp_sessions = streamable::sessions::Sessions::new(
+        let mcp_sessions = streamable_http::session_store::Sessions::new(
             config.max_proxy_sessions_per_app,
             config.proxy_session_idle,
         );
         let shutdown = tokio_util::sync::CancellationToken::new();
         metrics::register(&mut registry, parts.supervisor.clone(), sessions.clone());
-        let events = events::AppEvents::new(parts.supervisor.clone(), shutdown.clone());
+        let events = app_events::AppEvents::new(parts.supervisor.clone(), shutdown.clone());
         let reloader = parts.discovery.clone().map(|discovery| {
             reload::Reloader::new(
                 parts.supervisor.clone(),
@@ -151,7 +151,7 @@ impl Host {
                 parts,
                 config: Arc::new(config),
                 sessions,
-                mcp: Arc::new(mcp::McpEndpoint::new(mcp_sessions, shutdown.clone())),
+                mcp: Arc::new(aggregate::Aggregate::new(mcp_sessions, shutdown.clone())),
                 views: views::ViewStore::default(),
                 metrics: Arc::new(registry),
                 shutdown: shutdown.clone(),
@@ -184,7 +184,7 @@ impl Host {
             .route("/apps/health", get(apps::health))
             .route("/apps", get(apps::list))
             .route("/apps/reload", post(apps::reload))
-            .route("/apps/events", get(events::stream))
+            .route("/apps/events", get(app_events::stream))
             .route("/apps/chat", post(chat::chat))
             .route("/apps/chat/elicitation/{id}", post(elicitation::answer))
             .route("/apps/{id}", get(apps::detail))
@@ -194,7 +194,12 @@ impl Host {
                 "/apps/mcp/{app_id}",
                 post(proxy::post).get(proxy::get).delete(proxy::delete),
             )
-            .route("/mcp", post(mcp::post).get(mcp::get).delete(mcp::delete))
+            .route(
+                "/mcp",
+                post(aggregate::post)
+                    .get(aggregate::get)
+                    .delete(aggregate::delete),
+            )
             .with_state(self.state.clone())
             // Every route reads its body through intake: one limit, answered in the route's
             // own language; axum's own (smaller) default limit then has nothing to add.

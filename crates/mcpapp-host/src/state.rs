@@ -8,9 +8,9 @@ use mcpapp_discovery::Discovery;
 use mcpapp_supervisor::Supervisor;
 use serde_json::Value;
 
+use crate::app_events::AppEvents;
 use crate::config::HostConfig;
 use crate::elicitation::ElicitationBroker;
-use crate::events::AppEvents;
 use crate::proxy::ProxySessions;
 use crate::reload::{ConfigSource, Reloader};
 use crate::views::ViewStore;
@@ -96,7 +96,7 @@ pub(crate) struct AppState {
     pub(crate) parts: HostParts,
     pub(crate) config: Arc<HostConfig>,
     pub(crate) sessions: ProxySessions,
-    pub(crate) mcp: Arc<crate::mcp::McpEndpoint>,
+    pub(crate) mcp: Arc<crate::aggregate::Aggregate>,
     pub(crate) views: ViewStore,
     /// What `GET /metrics` renders.
     pub(crate) metrics: crate::metrics::SharedRegistry,

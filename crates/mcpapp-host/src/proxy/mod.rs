@@ -14,8 +14,9 @@
 //! session may send, and the agent session it speaks for) and [`forward`] (the port, and the
 //! reply as JSON or an event stream). A request whose client goes away is cancelled upstream
 //! at once (dropping its reply stream does it). The GET stream is reopenable and resumes after
-//! `Last-Event-ID` (see `streamable/events.rs`); its first event primes clients of 2025-11-25 and later
-//! with an id and a `retry` interval. Sessions are bounded (see `streamable/sessions.rs`).
+//! `Last-Event-ID` (see `streamable_http/replay.rs`); its first event primes clients of
+//! 2025-11-25 and later with an id and a `retry` interval. Sessions are bounded (see
+//! `streamable_http/session_store.rs`).
 
 // The helpers below return the HTTP response to send instead as their error; it is built once
 // per refused request, so its size on the stack does not matter.
@@ -39,9 +40,9 @@ use serde_json::value::RawValue;
 use tracing::{debug, info};
 
 use crate::state::AppState;
-use crate::streamable::events::EventLog;
-use crate::streamable::sessions::{Activity, Busy, Session, Sessions};
-use crate::streamable::{
+use crate::streamable_http::replay::EventLog;
+use crate::streamable_http::session_store::{Activity, Busy, Session, Sessions};
+use crate::streamable_http::{
     Era, SESSION_HEADER, check_version, event_stream, final_reply, header_text, json_reply,
     read_message, require_event_stream, rpc_error, stream_reply,
 };
@@ -159,7 +160,7 @@ pub(crate) async fn post(
     if message.kind() == MessageKind::Request && message.method().as_deref() == Some("initialize") {
         return initialize(&state, &app, &message).await;
     }
-    if crate::streamable::modern::is_modern(&headers, &message) {
+    if crate::streamable_http::modern::is_modern(&headers, &message) {
         return modern::post(&state, &app, &query, &headers, message).await;
     }
     let id = message.id().map(ToOwned::to_owned);
@@ -341,7 +342,7 @@ pub(crate) async fn get(
     ProxyApp(app): ProxyApp,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(refused) = crate::streamable::modern::refuse_get_or_delete(&headers) {
+    if let Some(refused) = crate::streamable_http::modern::refuse_get_or_delete(&headers) {
         return refused;
     }
     if let Err(response) = require_event_stream(&headers) {
@@ -369,7 +370,7 @@ pub(crate) async fn delete(
     ProxyApp(app): ProxyApp,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(refused) = crate::streamable::modern::refuse_get_or_delete(&headers) {
+    if let Some(refused) = crate::streamable_http::modern::refuse_get_or_delete(&headers) {
         return refused;
     }
     let Some(session_key) = header_text(&headers, &SESSION_HEADER) else {

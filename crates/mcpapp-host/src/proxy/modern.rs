@@ -1,5 +1,5 @@
 //! 2026-07-28 clients on `/apps/mcp/{appId}`: no `initialize` and no session (the checks
-//! every such POST must pass are in `streamable::modern`). Each request travels through a
+//! every such POST must pass are in `streamable_http::modern`). Each request travels through a
 //! port of its own on the app's one upstream session, which lives as long as the request's
 //! exchange; `server/discover` is answered by the gateway from the app's handshake.
 
@@ -9,8 +9,8 @@ use mcpapp_supervisor::{AppHandle, MessageKind, PortError, PortReply, RawMessage
 
 use super::{ProxyQuery, authorize, running};
 use crate::state::AppState;
-use crate::streamable::modern::check;
-use crate::streamable::{Era, final_reply, rpc_error, stream_reply};
+use crate::streamable_http::modern::check;
+use crate::streamable_http::{Era, final_reply, rpc_error, stream_reply};
 
 /// A modern client's POST.
 pub(super) async fn post(

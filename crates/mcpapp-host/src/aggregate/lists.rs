@@ -24,9 +24,9 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tracing::debug;
 
+use super::client_session::running_apps;
 use super::link::{Link, ask};
 use super::names::Scope;
-use super::session::running_apps;
 
 /// The most pages read from one app for one list.
 const MAX_PAGES: usize = 100;
@@ -131,7 +131,7 @@ pub(crate) async fn list(
         kind.field().to_owned(),
         RawValue::from_string(array).unwrap_or_else(|_| raw_string("")),
     );
-    if link.era() == crate::streamable::Era::Modern {
+    if link.era() == crate::streamable_http::Era::Modern {
         result.insert("resultType".to_owned(), raw_string("complete"));
         result.insert(
             "ttlMs".to_owned(),

@@ -20,8 +20,8 @@
 use mcpapp_bridge::{ToolEntry, ToolRegistry, app_registration_id};
 use mcpapp_supervisor::{AppHandle, RawMessage, Supervisor, raw_string};
 
+use super::client_session::running_apps;
 use super::names::{Scope, template_matches};
-use super::session::running_apps;
 
 /// What to do with a routed request.
 pub(crate) enum Plan {

@@ -2,7 +2,7 @@
 //! (`/apps/mcp/{appId}`) and the aggregate (`/mcp`): header names, the checks of `Accept`,
 //! `Content-Type`, UTF-8 and `MCP-Protocol-Version`, JSON-RPC answers as HTTP responses, the
 //! choice between a JSON and an event-stream reply, the reopenable GET stream with replay
-//! (`events.rs`), bounded sessions (`sessions.rs`) and the 2026-07-28 checks (`modern.rs`).
+//! (`replay.rs`), bounded sessions (`session_store.rs`) and the 2026-07-28 checks (`modern.rs`).
 //!
 //! Both endpoints pass messages through as bytes; only what they route on is read.
 
@@ -10,9 +10,9 @@
 // per refused request, so its size on the stack does not matter.
 #![allow(clippy::result_large_err)]
 
-pub(crate) mod events;
 pub(crate) mod modern;
-pub(crate) mod sessions;
+pub(crate) mod replay;
+pub(crate) mod session_store;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -27,7 +27,7 @@ use mcpapp_supervisor::{PORT_PROTOCOL_VERSIONS, RawMessage};
 use serde_json::value::RawValue;
 use tracing::debug;
 
-use self::events::{EventLog, Resume};
+use self::replay::{EventLog, Resume};
 use crate::chat::KEEP_ALIVE;
 
 /// Which era a client speaks.

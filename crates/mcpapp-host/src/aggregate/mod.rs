@@ -13,22 +13,22 @@
 //! whether a client sees app-only tools.
 //!
 //! Like `/apps/mcp/{appId}`, and unlike a typed MCP server, every message passes as bytes:
-//! only what routing needs is read or rewritten. A legacy client's session (`session.rs`) has
-//! a port on every running app's upstream session, opened with the client's own
-//! `initialize`; a 2026-07-28 request reaches apps through ports of its own (`link.rs`), and
-//! `subscriptions/listen` merges list changes and resource updates (`listen.rs`). The HTTP
-//! transport is the proxy's (`streamable/`).
+//! only what routing needs is read or rewritten. A legacy client's session
+//! (`client_session.rs`) has a port on every running app's upstream session, opened with the
+//! client's own `initialize`; a 2026-07-28 request reaches apps through ports of its own
+//! (`link.rs`), and `subscriptions/listen` merges list changes and resource updates
+//! (`listen.rs`). The HTTP transport is the proxy's (`streamable_http/`).
 
 // The helpers below return the HTTP response to send instead as their error; it is built once
 // per refused request, so its size on the stack does not matter.
 #![allow(clippy::result_large_err)]
 
+mod client_session;
 mod link;
 mod listen;
 mod lists;
 mod names;
 mod route;
-mod session;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -49,14 +49,14 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
+use self::client_session::{ClientSession, GROUP, InFlight};
 use self::link::{Channel, Link};
 use self::lists::ListKind;
 use self::names::Scope;
 use self::route::{Plan, Target};
-use self::session::{GROUP, InFlight, McpSession};
 use crate::state::AppState;
-use crate::streamable::sessions::{Busy, Session, Sessions};
-use crate::streamable::{
+use crate::streamable_http::session_store::{Busy, Session, Sessions};
+use crate::streamable_http::{
     Era, SESSION_HEADER, check_version, event_stream, final_reply, header_text, json_reply, modern,
     read_message, require_event_stream, rpc_error, stream_reply,
 };
@@ -65,15 +65,15 @@ use crate::streamable::{
 pub(crate) const UI_EXTENSION: &str = "io.modelcontextprotocol/ui";
 
 /// What `/mcp` keeps between requests.
-pub(crate) struct McpEndpoint {
-    sessions: Sessions<McpSession>,
+pub(crate) struct Aggregate {
+    sessions: Sessions<ClientSession>,
     listens: Arc<listen::Listens>,
     /// Cancelled when the host shuts down: listens end with their final result.
     shutdown: CancellationToken,
 }
 
-impl McpEndpoint {
-    pub(crate) fn new(sessions: Sessions<McpSession>, shutdown: CancellationToken) -> Self {
+impl Aggregate {
+    pub(crate) fn new(sessions: Sessions<ClientSession>, shutdown: CancellationToken) -> Self {
         Self {
             sessions,
             listens: Arc::default(),
@@ -164,7 +164,7 @@ fn initialize(state: &AppState, message: &RawMessage) -> Response {
         .filter(|v| PORT_PROTOCOL_VERSIONS.contains(&v.as_str()))
         .unwrap_or_else(|| PORT_PROTOCOL_VERSIONS[PORT_PROTOCOL_VERSIONS.len() - 1].to_owned());
     let key = uuid::Uuid::new_v4().simple().to_string();
-    let session = McpSession::start(
+    let session = ClientSession::start(
         key.clone(),
         message.clone(),
         version.clone(),
@@ -201,7 +201,7 @@ fn session_of(
     state: &AppState,
     headers: &HeaderMap,
     id: Option<&RawValue>,
-) -> Result<(Arc<McpSession>, Busy), Response> {
+) -> Result<(Arc<ClientSession>, Busy), Response> {
     let Some(key) = header_text(headers, &SESSION_HEADER) else {
         return Err(rpc_error(
             StatusCode::BAD_REQUEST,
@@ -442,7 +442,7 @@ fn outward_final(scope: &Scope, read: bool, mut response: RawMessage) -> RawMess
 /// URIs in `/mcp`'s namespace.
 struct Relayed {
     stream: ResponseStream,
-    session: Option<Arc<McpSession>>,
+    session: Option<Arc<ClientSession>>,
     scope: Scope,
     read: bool,
 }

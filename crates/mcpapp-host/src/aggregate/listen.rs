@@ -34,9 +34,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug};
 
+use super::client_session::{next_changes, running_apps};
 use super::names::Scope;
 use super::route::{Claim, uri_targets};
-use super::session::{next_changes, running_apps};
 use crate::chat::KEEP_ALIVE;
 
 /// How long one listen's client may take to accept a notification before the listen is
@@ -349,7 +349,7 @@ impl Listening {
 
     /// A resource update as this listen's client must see it.
     fn updated(&self, scope: &Scope, mut message: RawMessage) -> RawMessage {
-        super::session::rewrite_uri(&mut message, &["params", "uri"], scope);
+        super::client_session::rewrite_uri(&mut message, &["params", "uri"], scope);
         let _ = message.set_path(&["params", "_meta", SUBSCRIPTION_ID], &self.id);
         message
     }

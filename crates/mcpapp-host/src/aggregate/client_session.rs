@@ -30,8 +30,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{Instrument, debug, info};
 
 use super::names::Scope;
-use crate::streamable::events::EventLog;
-use crate::streamable::sessions::{Activity, Session};
+use crate::streamable_http::replay::EventLog;
+use crate::streamable_http::session_store::{Activity, Session};
 
 /// The one group all `/mcp` sessions count against.
 pub(crate) const GROUP: &str = "/mcp";
@@ -210,7 +210,7 @@ impl ServerRequests {
 }
 
 /// A legacy client's session on `/mcp`.
-pub(crate) struct McpSession {
+pub(crate) struct ClientSession {
     key: String,
     initialize: RawMessage,
     protocol_version: String,
@@ -242,7 +242,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl Session for McpSession {
+impl Session for ClientSession {
     fn group(&self) -> &str {
         GROUP
     }
@@ -256,7 +256,7 @@ impl Session for McpSession {
     }
 }
 
-impl McpSession {
+impl ClientSession {
     /// A session for the client whose `initialize` this is; it starts opening ports to
     /// every running app and following the apps' changes at once.
     pub(crate) fn start(
@@ -582,7 +582,7 @@ impl McpSession {
 
 /// A client request in flight at one app; dropped when its reply has ended.
 pub(crate) struct InFlight {
-    session: Weak<McpSession>,
+    session: Weak<ClientSession>,
     id: String,
 }
 

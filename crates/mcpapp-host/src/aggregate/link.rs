@@ -7,21 +7,21 @@ use std::sync::Arc;
 use mcpapp_supervisor::{AppHandle, CallPath, Port, PortError, PortReply, RawMessage};
 use serde_json::value::RawValue;
 
-use super::session::{McpSession, request};
-use crate::streamable::Era;
+use super::client_session::{ClientSession, request};
+use crate::streamable_http::Era;
 
 /// The client a request comes from.
 #[derive(Clone)]
 pub(crate) enum Link {
     /// A legacy client's session.
-    Session(Arc<McpSession>),
+    Session(Arc<ClientSession>),
     /// A 2026-07-28 request, which carries everything about its client.
     Request(Arc<RawMessage>),
 }
 
 /// A way to send to one app for one request.
 pub(crate) enum Channel {
-    Session(Arc<McpSession>, AppHandle),
+    Session(Arc<ClientSession>, AppHandle),
     Own(Port),
 }
 
@@ -71,7 +71,7 @@ impl Link {
     }
 
     /// The session, for a legacy client.
-    pub(crate) fn session(&self) -> Option<&Arc<McpSession>> {
+    pub(crate) fn session(&self) -> Option<&Arc<ClientSession>> {
         match self {
             Self::Session(session) => Some(session),
             Self::Request(_) => None,
