@@ -21,15 +21,15 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{StreamExt, stream};
 use mcpapp_supervisor::{Supervisor, SupervisorEvent};
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::reload::ReloadOutcome;
-use crate::state::AppState;
+use crate::config::KEEP_ALIVE;
 
 /// Events kept for `Last-Event-ID`.
-pub(crate) const KEPT_EVENTS: usize = 512;
+const KEPT_EVENTS: usize = 512;
 /// Events an open stream may fall behind before it gets `resync`.
 const STREAM_BACKLOG: usize = 256;
 
@@ -177,8 +177,8 @@ impl AppEvents {
         });
     }
 
-    /// Publishes a reload's outcome, after every supervisor event it caused.
-    pub(crate) fn reloaded(&self, outcome: &ReloadOutcome) {
+    /// Publishes a reload's outcome (its wire shape), after every supervisor event it caused.
+    pub(crate) fn reloaded(&self, outcome: &impl Serialize) {
         let mut data = serde_json::to_value(outcome).unwrap_or_else(|_| json!({}));
         if let Some(object) = data.as_object_mut() {
             object.insert("type".into(), json!("reload"));
@@ -315,12 +315,12 @@ fn resync(reason: &str, missed: Option<u64>) -> Event {
 }
 
 /// `GET /apps/events`.
-pub(crate) async fn stream(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) async fn stream(State(events): State<AppEvents>, headers: HeaderMap) -> Response {
     let last_event_id = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let (resume, last, live) = state.events.subscribe(last_event_id.as_deref());
+    let (resume, last, live) = events.subscribe(last_event_id.as_deref());
     // `ready` first: the client knows from here on it misses nothing.
     let mut head = vec![
         Event::default()
@@ -341,17 +341,13 @@ pub(crate) async fn stream(State(state): State<AppState>, headers: HeaderMap) ->
             Err(broadcast::error::RecvError::Closed) => None,
         }
     });
-    let shutdown = state.events.shutdown;
+    let shutdown = events.shutdown;
     let events = stream::iter(head)
         .chain(live)
         .take_until(shutdown.cancelled_owned())
         .map(Ok::<_, Infallible>);
     Sse::new(events)
-        .keep_alive(
-            KeepAlive::new()
-                .interval(crate::chat::KEEP_ALIVE)
-                .text("keep-alive"),
-        )
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
         .into_response()
 }
 

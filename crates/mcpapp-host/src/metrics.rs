@@ -20,7 +20,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::proxy::ProxySessions;
-use crate::state::AppState;
 
 /// Adds the host's own series to `registry`: build info, and the collector of app states,
 /// restarts and browser sessions.
@@ -125,9 +124,9 @@ impl Collector for AppsCollector {
 }
 
 /// `GET /metrics`.
-pub(crate) async fn scrape(State(state): State<AppState>) -> Response {
+pub(crate) async fn scrape(State(registry): State<SharedRegistry>) -> Response {
     let mut text = String::new();
-    match prometheus_client::encoding::prometheus_text::encode(&mut text, &state.metrics) {
+    match prometheus_client::encoding::prometheus_text::encode(&mut text, &registry) {
         Ok(()) => (
             [(
                 header::CONTENT_TYPE,

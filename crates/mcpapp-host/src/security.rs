@@ -32,7 +32,7 @@ pub enum ExposureError {
 ///
 /// # Errors
 /// [`ExposureError::RemoteWithoutToken`].
-pub fn check_exposure(
+pub(crate) fn check_exposure(
     addr: SocketAddr,
     token: Option<&str>,
     allow_remote_without_token: bool,

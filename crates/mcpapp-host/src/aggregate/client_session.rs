@@ -19,20 +19,22 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use mcpapp_bridge::ToolRegistry;
-use mcpapp_manifest::Lifecycle;
 use mcpapp_supervisor::{
     AppHandle, CallPath, MessageKind, Port, PortError, PortReply, RawMessage, Supervisor,
-    SupervisorEvent, raw_string,
+    raw_string,
 };
 use serde_json::value::RawValue;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{Instrument, debug, info};
 
-use super::names::Scope;
+use super::changes::next_changes;
+use super::names::{Scope, rewrite_uri, running_apps, scope_of};
 use crate::streamable_http::replay::EventLog;
 use crate::streamable_http::session_store::{Activity, Session};
 
+/// The MCP Apps extension's id in capabilities.
+pub(crate) const UI_EXTENSION: &str = "io.modelcontextprotocol/ui";
 /// The one group all `/mcp` sessions count against.
 pub(crate) const GROUP: &str = "/mcp";
 /// Notifications waiting for the client's GET stream; past this the relays wait (and the
@@ -40,148 +42,6 @@ pub(crate) const GROUP: &str = "/mcp";
 const EVENT_BACKLOG: usize = 1024;
 /// Server requests awaiting the client's answer; the oldest is forgotten past this.
 const PENDING_SERVER_REQUESTS: usize = 1024;
-
-/// Which lists changed, to tell the client once each.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Changes {
-    pub(crate) tools: bool,
-    pub(crate) resources: bool,
-    pub(crate) prompts: bool,
-}
-
-impl Changes {
-    const ALL: Self = Self {
-        tools: true,
-        resources: true,
-        prompts: true,
-    };
-
-    /// What a supervisor event changes for `/mcp`'s lists.
-    pub(crate) fn of(event: &SupervisorEvent) -> Self {
-        match event {
-            SupervisorEvent::Lifecycle { from, to, .. }
-                if *from == Lifecycle::Running || *to == Lifecycle::Running =>
-            {
-                Self::ALL
-            }
-            SupervisorEvent::ToolsChanged { .. } => Self {
-                tools: true,
-                ..Self::default()
-            },
-            SupervisorEvent::ResourcesChanged { .. } => Self {
-                resources: true,
-                ..Self::default()
-            },
-            SupervisorEvent::PromptsChanged { .. } => Self {
-                prompts: true,
-                ..Self::default()
-            },
-            SupervisorEvent::Added { .. } | SupervisorEvent::Removed { .. } => Self::ALL,
-            _ => Self::default(),
-        }
-    }
-
-    pub(crate) fn merge(&mut self, other: Self) {
-        self.tools |= other.tools;
-        self.resources |= other.resources;
-        self.prompts |= other.prompts;
-    }
-
-    pub(crate) fn any(self) -> bool {
-        self.tools || self.resources || self.prompts
-    }
-
-    /// The notification methods to send.
-    pub(crate) fn methods(self) -> impl Iterator<Item = &'static str> {
-        [
-            (self.tools, "notifications/tools/list_changed"),
-            (self.resources, "notifications/resources/list_changed"),
-            (self.prompts, "notifications/prompts/list_changed"),
-        ]
-        .into_iter()
-        .filter_map(|(changed, method)| changed.then_some(method))
-    }
-}
-
-/// Waits for the next change of the apps' lists, then gathers whatever else is already
-/// queued, so a burst (an app starting changes all three lists, and its tools reach the
-/// registry too) becomes one notification per list. Also reports apps that entered Running.
-/// `None` once the supervisor is gone.
-pub(crate) async fn next_changes(
-    events: &mut broadcast::Receiver<SupervisorEvent>,
-    registry: &mut tokio::sync::watch::Receiver<u64>,
-) -> Option<(Changes, Vec<String>)> {
-    let mut changes = Changes::default();
-    let mut started = Vec::new();
-    let mut note = |event: Result<SupervisorEvent, broadcast::error::RecvError>,
-                    changes: &mut Changes|
-     -> bool {
-        match event {
-            Ok(event) => {
-                if let SupervisorEvent::Lifecycle {
-                    app_id,
-                    to: Lifecycle::Running,
-                    ..
-                } = &event
-                {
-                    started.push(app_id.clone());
-                }
-                changes.merge(Changes::of(&event));
-                true
-            }
-            Err(broadcast::error::RecvError::Lagged(_)) => {
-                changes.merge(Changes::ALL);
-                true
-            }
-            Err(broadcast::error::RecvError::Closed) => false,
-        }
-    };
-    tokio::select! {
-        event = events.recv() => if !note(event, &mut changes) { return None },
-        changed = registry.changed() => match changed {
-            Ok(()) => changes.tools = true,
-            Err(_) => return None,
-        },
-    }
-    loop {
-        match events.try_recv() {
-            Ok(event) => {
-                note(Ok(event), &mut changes);
-            }
-            Err(broadcast::error::TryRecvError::Lagged(n)) => {
-                note(Err(broadcast::error::RecvError::Lagged(n)), &mut changes);
-            }
-            Err(_) => break,
-        }
-    }
-    if registry.has_changed().unwrap_or(false) {
-        registry.borrow_and_update();
-        changes.tools = true;
-    }
-    Some((changes, started))
-}
-
-/// The apps `/mcp` serves, in the supervisor's (discovery) order, with how they are named.
-pub(crate) fn running_apps(supervisor: &Supervisor) -> Vec<(AppHandle, Scope)> {
-    supervisor
-        .list()
-        .into_iter()
-        .filter(|app| app.lifecycle() == Lifecycle::Running)
-        .map(|app| {
-            let prefix = app.spec().map(|s| s.tool_name_prefix).unwrap_or_default();
-            let scope = Scope::new(app.id(), prefix);
-            (app, scope)
-        })
-        .collect()
-}
-
-/// The scope of one app.
-pub(crate) fn scope_of(app: &AppHandle) -> Scope {
-    Scope::new(
-        app.id(),
-        app.spec().map(|s| s.tool_name_prefix).unwrap_or_default(),
-    )
-}
 
 /// The ids of server requests sent to the client, and where their answers go.
 #[derive(Default)]
@@ -267,7 +127,7 @@ impl ClientSession {
         registry: &ToolRegistry,
     ) -> Arc<Self> {
         let ui = initialize
-            .path(&["params", "capabilities", "extensions", super::UI_EXTENSION])
+            .path(&["params", "capabilities", "extensions", UI_EXTENSION])
             .is_some();
         let (out, out_rx) = mpsc::channel(EVENT_BACKLOG);
         let stop = CancellationToken::new();
@@ -608,18 +468,4 @@ pub(crate) fn request(id: &RawValue, method: &str, params: Option<&RawValue>) ->
     text.push('}');
     // Built from valid JSON pieces.
     RawMessage::parse(text).unwrap_or_else(|_| RawMessage::notification(method, params))
-}
-
-/// Rewrites the URI string at `path` into the client's namespace.
-pub(crate) fn rewrite_uri(message: &mut RawMessage, path: &[&str], scope: &Scope) {
-    if scope.is_bare() {
-        return;
-    }
-    let Some(uri) = message
-        .path(path)
-        .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
-    else {
-        return;
-    };
-    let _ = message.set_path(path, &raw_string(&scope.uri_out(&uri)));
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use mcpapp_supervisor::{AppHandle, CallPath, Port, PortError, PortReply, RawMessage};
 use serde_json::value::RawValue;
 
-use super::client_session::{ClientSession, request};
+use super::client_session::{ClientSession, UI_EXTENSION, request};
 use crate::streamable_http::Era;
 
 /// The client a request comes from.
@@ -52,7 +52,7 @@ impl Link {
                     "_meta",
                     "io.modelcontextprotocol/clientCapabilities",
                     "extensions",
-                    super::UI_EXTENSION,
+                    UI_EXTENSION,
                 ])
                 .is_some(),
         }

@@ -34,10 +34,10 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug};
 
-use super::client_session::{next_changes, running_apps};
-use super::names::Scope;
+use super::changes::next_changes;
+use super::names::{Scope, rewrite_uri, running_apps};
 use super::route::{Claim, uri_targets};
-use crate::chat::KEEP_ALIVE;
+use crate::config::KEEP_ALIVE;
 
 /// How long one listen's client may take to accept a notification before the listen is
 /// ended (the client may listen again); a client that stops reading must not hold anything up.
@@ -349,7 +349,7 @@ impl Listening {
 
     /// A resource update as this listen's client must see it.
     fn updated(&self, scope: &Scope, mut message: RawMessage) -> RawMessage {
-        super::client_session::rewrite_uri(&mut message, &["params", "uri"], scope);
+        rewrite_uri(&mut message, &["params", "uri"], scope);
         let _ = message.set_path(&["params", "_meta", SUBSCRIPTION_ID], &self.id);
         message
     }

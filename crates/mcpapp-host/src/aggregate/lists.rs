@@ -24,9 +24,8 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tracing::debug;
 
-use super::client_session::running_apps;
 use super::link::{Link, ask};
-use super::names::Scope;
+use super::names::{Scope, running_apps};
 
 /// The most pages read from one app for one list.
 const MAX_PAGES: usize = 100;

@@ -23,6 +23,7 @@
 // per refused request, so its size on the stack does not matter.
 #![allow(clippy::result_large_err)]
 
+mod changes;
 mod client_session;
 mod link;
 mod listen;
@@ -33,13 +34,15 @@ mod route;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
-use mcpapp_bridge::{ToolContext, ToolEntry};
+use mcpapp_bridge::{ToolContext, ToolEntry, ToolRegistry};
+use mcpapp_supervisor::Supervisor;
 use mcpapp_supervisor::{
     MODERN_PROTOCOL_VERSION, MessageKind, PORT_PROTOCOL_VERSIONS, PortError, PortReply, RawMessage,
     ResponseStream, raw_string,
@@ -54,18 +57,17 @@ use self::link::{Channel, Link};
 use self::lists::ListKind;
 use self::names::Scope;
 use self::route::{Plan, Target};
-use crate::state::AppState;
 use crate::streamable_http::session_store::{Busy, Session, Sessions};
 use crate::streamable_http::{
     Era, SESSION_HEADER, check_version, event_stream, final_reply, header_text, json_reply, modern,
     read_message, require_event_stream, rpc_error, stream_reply,
 };
 
-/// The MCP Apps extension's id in capabilities.
-pub(crate) const UI_EXTENSION: &str = "io.modelcontextprotocol/ui";
-
-/// What `/mcp` keeps between requests.
+/// `/mcp`: the apps it serves, the agent's registry that names their tools, and what it
+/// keeps between requests.
 pub(crate) struct Aggregate {
+    supervisor: Supervisor,
+    registry: ToolRegistry,
     sessions: Sessions<ClientSession>,
     listens: Arc<listen::Listens>,
     /// Cancelled when the host shuts down: listens end with their final result.
@@ -73,9 +75,19 @@ pub(crate) struct Aggregate {
 }
 
 impl Aggregate {
-    pub(crate) fn new(sessions: Sessions<ClientSession>, shutdown: CancellationToken) -> Self {
+    /// `/mcp` over `supervisor`'s apps; its sessions count against `max_sessions` (the
+    /// proxy's cap per app: `/mcp` counts as one more app) and close after `idle`.
+    pub(crate) fn new(
+        supervisor: Supervisor,
+        registry: ToolRegistry,
+        max_sessions: usize,
+        idle: Duration,
+        shutdown: CancellationToken,
+    ) -> Self {
         Self {
-            sessions,
+            supervisor,
+            registry,
+            sessions: Sessions::new(max_sessions, idle),
             listens: Arc::default(),
             shutdown,
         }
@@ -113,7 +125,7 @@ fn null() -> Box<RawValue> {
 
 /// `POST /mcp`.
 pub(crate) async fn post(
-    State(state): State<AppState>,
+    State(state): State<Arc<Aggregate>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -157,7 +169,7 @@ pub(crate) async fn post(
 }
 
 /// A new legacy session, answered by the gateway in the version agreed with the client.
-fn initialize(state: &AppState, message: &RawMessage) -> Response {
+fn initialize(state: &Aggregate, message: &RawMessage) -> Response {
     let id = message.id().map_or_else(null, ToOwned::to_owned);
     let requested = route::text_at(message, &["params", "protocolVersion"]);
     let version = requested
@@ -168,12 +180,12 @@ fn initialize(state: &AppState, message: &RawMessage) -> Response {
         key.clone(),
         message.clone(),
         version.clone(),
-        state.parts.supervisor.clone(),
-        &state.parts.registry,
+        state.supervisor.clone(),
+        &state.registry,
     );
     let described = session.describe();
     // The store keeps the session; a full store refuses it (and the refused one is dropped).
-    match state.mcp.sessions.insert(key.clone(), session) {
+    match state.sessions.insert(key.clone(), session) {
         Ok(()) => {
             info!(session = %described, %version, "an /mcp session started");
             let result = json!({
@@ -198,7 +210,7 @@ fn initialize(state: &AppState, message: &RawMessage) -> Response {
 
 /// The session a request names, kept busy while the guard lives, or why there is none.
 fn session_of(
-    state: &AppState,
+    state: &Aggregate,
     headers: &HeaderMap,
     id: Option<&RawValue>,
 ) -> Result<(Arc<ClientSession>, Busy), Response> {
@@ -210,7 +222,7 @@ fn session_of(
             "missing Mcp-Session-Id: send initialize first",
         ));
     };
-    state.mcp.sessions.get(key, GROUP).ok_or_else(|| {
+    state.sessions.get(key, GROUP).ok_or_else(|| {
         rpc_error(
             StatusCode::NOT_FOUND,
             id,
@@ -222,7 +234,7 @@ fn session_of(
 
 /// One request of either era; `guard` lives as long as its reply.
 async fn request(
-    state: &AppState,
+    state: &Aggregate,
     link: Link,
     message: RawMessage,
     guard: impl Send + 'static,
@@ -247,10 +259,10 @@ async fn request(
         }
         ("subscriptions/listen", Era::Modern) => {
             return listen::listen(
-                &state.parts.supervisor,
-                &state.parts.registry,
-                &state.mcp.listens,
-                &state.mcp.shutdown,
+                &state.supervisor,
+                &state.registry,
+                &state.listens,
+                &state.shutdown,
                 message,
             )
             .await;
@@ -258,22 +270,10 @@ async fn request(
         _ => {}
     }
     if let Some(kind) = ListKind::of(&method) {
-        let list = lists::list(
-            &state.parts.supervisor,
-            &state.parts.registry,
-            &link,
-            &message,
-            kind,
-        )
-        .await;
+        let list = lists::list(&state.supervisor, &state.registry, &link, &message, kind).await;
         return final_reply(list, era);
     }
-    match route::plan(
-        &state.parts.supervisor,
-        &state.parts.registry,
-        link.ui(),
-        &message,
-    ) {
+    match route::plan(&state.supervisor, &state.registry, link.ui(), &message) {
         Plan::Refuse(code, text) => refuse(code, &text),
         Plan::Gateway(entry) => answer(run_gateway_tool(&entry, &message).await),
         Plan::Forward(target) => forward(&link, target, guard, &method).await,
@@ -487,7 +487,7 @@ async fn run_gateway_tool(entry: &ToolEntry, message: &RawMessage) -> Value {
 }
 
 /// `GET /mcp`: a legacy session's stream of notifications and server requests from every app.
-pub(crate) async fn get(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) async fn get(State(state): State<Arc<Aggregate>>, headers: HeaderMap) -> Response {
     if let Some(refused) = modern::refuse_get_or_delete(&headers) {
         return refused;
     }
@@ -511,7 +511,7 @@ pub(crate) async fn get(State(state): State<AppState>, headers: HeaderMap) -> Re
 }
 
 /// `DELETE /mcp`: ends the session; its requests in flight are cancelled at their apps.
-pub(crate) async fn delete(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) async fn delete(State(state): State<Arc<Aggregate>>, headers: HeaderMap) -> Response {
     if let Some(refused) = modern::refuse_get_or_delete(&headers) {
         return refused;
     }
@@ -523,10 +523,10 @@ pub(crate) async fn delete(State(state): State<AppState>, headers: HeaderMap) ->
             "missing Mcp-Session-Id",
         );
     };
-    match state.mcp.sessions.get(&key, GROUP) {
+    match state.sessions.get(&key, GROUP) {
         Some((session, busy)) => {
             drop(busy);
-            state.mcp.sessions.remove(&key);
+            state.sessions.remove(&key);
             session.close();
             StatusCode::OK.into_response()
         }

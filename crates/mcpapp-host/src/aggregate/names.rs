@@ -12,7 +12,11 @@
 //! namespaced URI goes to that other app. URIs without `//` (`urn:…`) are never rewritten.
 //! Templates are rewritten like URIs, so their expansions route the same way.
 //!
-//! Everything here is pure; the routing that uses it is in `route.rs`.
+//! Everything here is pure but [`running_apps`] and [`scope_of`], which read an app's prefix
+//! from the supervisor; the routing that uses it is in `route.rs`.
+
+use mcpapp_manifest::Lifecycle;
+use mcpapp_supervisor::{AppHandle, RawMessage, Supervisor, raw_string};
 
 /// How one app's names and URIs appear on `/mcp`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,6 +171,42 @@ fn matches_from(parts: &[Part<'_>], uri: &str) -> bool {
             }
         }
     }
+}
+
+/// The apps `/mcp` serves, in the supervisor's (discovery) order, with how they are named.
+pub(crate) fn running_apps(supervisor: &Supervisor) -> Vec<(AppHandle, Scope)> {
+    supervisor
+        .list()
+        .into_iter()
+        .filter(|app| app.lifecycle() == Lifecycle::Running)
+        .map(|app| {
+            let prefix = app.spec().map(|s| s.tool_name_prefix).unwrap_or_default();
+            let scope = Scope::new(app.id(), prefix);
+            (app, scope)
+        })
+        .collect()
+}
+
+/// The scope of one app.
+pub(crate) fn scope_of(app: &AppHandle) -> Scope {
+    Scope::new(
+        app.id(),
+        app.spec().map(|s| s.tool_name_prefix).unwrap_or_default(),
+    )
+}
+
+/// Rewrites the URI string at `path` into the client's namespace.
+pub(crate) fn rewrite_uri(message: &mut RawMessage, path: &[&str], scope: &Scope) {
+    if scope.is_bare() {
+        return;
+    }
+    let Some(uri) = message
+        .path(path)
+        .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+    else {
+        return;
+    };
+    let _ = message.set_path(path, &raw_string(&scope.uri_out(&uri)));
 }
 
 #[cfg(test)]

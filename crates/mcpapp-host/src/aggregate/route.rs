@@ -20,8 +20,7 @@
 use mcpapp_bridge::{ToolEntry, ToolRegistry, app_registration_id};
 use mcpapp_supervisor::{AppHandle, RawMessage, Supervisor, raw_string};
 
-use super::client_session::running_apps;
-use super::names::{Scope, template_matches};
+use super::names::{Scope, running_apps, template_matches};
 
 /// What to do with a routed request.
 pub(crate) enum Plan {

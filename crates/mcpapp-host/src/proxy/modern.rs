@@ -7,14 +7,13 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use mcpapp_supervisor::{AppHandle, MessageKind, PortError, PortReply, RawMessage};
 
-use super::{ProxyQuery, authorize, running};
-use crate::state::AppState;
+use super::admission::{ProxyQuery, authorize, running};
 use crate::streamable_http::modern::check;
 use crate::streamable_http::{Era, final_reply, rpc_error, stream_reply};
 
 /// A modern client's POST.
 pub(super) async fn post(
-    state: &AppState,
+    enforce_app_visibility: bool,
     app: &AppHandle,
     query: &ProxyQuery,
     headers: &HeaderMap,
@@ -31,7 +30,7 @@ pub(super) async fn post(
     if let Err(response) = running(app, id.as_deref()) {
         return response;
     }
-    let message = match authorize(state, app, query, message) {
+    let message = match authorize(enforce_app_visibility, app, query, message) {
         Ok(message) => message,
         Err(response) => return response,
     };

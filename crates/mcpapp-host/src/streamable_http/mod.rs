@@ -1,8 +1,9 @@
 //! The Streamable HTTP transport as the gateway serves it, shared by the per-app proxy
 //! (`/apps/mcp/{appId}`) and the aggregate (`/mcp`): header names, the checks of `Accept`,
-//! `Content-Type`, UTF-8 and `MCP-Protocol-Version`, JSON-RPC answers as HTTP responses, the
-//! choice between a JSON and an event-stream reply, the reopenable GET stream with replay
-//! (`replay.rs`), bounded sessions (`session_store.rs`) and the 2026-07-28 checks (`modern.rs`).
+//! `Content-Type`, UTF-8 and `MCP-Protocol-Version`, JSON-RPC answers as HTTP responses
+//! (`wire.rs`), the choice between a JSON and an event-stream reply, the reopenable GET
+//! stream with replay (`replay.rs`), bounded sessions (`session_store.rs`) and the 2026-07-28
+//! checks (`modern.rs`).
 //!
 //! Both endpoints pass messages through as bytes; only what they route on is read.
 
@@ -13,13 +14,14 @@
 pub(crate) mod modern;
 pub(crate) mod replay;
 pub(crate) mod session_store;
+mod wire;
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::stream::{self, Stream, StreamExt};
@@ -28,7 +30,11 @@ use serde_json::value::RawValue;
 use tracing::debug;
 
 use self::replay::{EventLog, Resume};
-use crate::chat::KEEP_ALIVE;
+pub(crate) use self::wire::{
+    LAST_EVENT_ID_HEADER, PROTOCOL_HEADER, SESSION_HEADER, header_text, json_reply, rpc_error,
+};
+use self::wire::{VERSION_WITHOUT_HEADER, accepts};
+use crate::config::KEEP_ALIVE;
 
 /// Which era a client speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,71 +51,6 @@ const JSON_WINDOW: Duration = Duration::from_secs(1);
 const RETRY: Duration = Duration::from_secs(1);
 /// The first protocol version whose clients expect a priming event.
 const PRIMING_SINCE: &str = "2025-11-25";
-
-/// The session header.
-pub(crate) const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
-/// The negotiated protocol version, sent by clients on every request after `initialize`.
-pub(crate) const PROTOCOL_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
-/// The SSE header a reconnecting client names its last event with.
-pub(crate) const LAST_EVENT_ID_HEADER: HeaderName = HeaderName::from_static("last-event-id");
-/// The protocol version a client that sends no `MCP-Protocol-Version` is taken to speak.
-pub(crate) const VERSION_WITHOUT_HEADER: &str = "2025-03-26";
-
-/// A JSON-RPC error as an HTTP response.
-pub(crate) fn rpc_error(
-    status: StatusCode,
-    id: Option<&RawValue>,
-    code: i64,
-    message: &str,
-) -> Response {
-    let body = RawMessage::error_response(id, code, message);
-    (
-        status,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        body.into_string(),
-    )
-        .into_response()
-}
-
-/// A JSON-RPC message as a 200 `application/json` response, with the session header when
-/// one is given.
-pub(crate) fn json_reply(message: RawMessage, session: Option<&str>) -> Response {
-    let mut response = (
-        StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        message.into_string(),
-    )
-        .into_response();
-    if let Some(value) = session.and_then(|s| HeaderValue::from_str(s).ok()) {
-        response.headers_mut().insert(SESSION_HEADER, value);
-    }
-    response
-}
-
-/// Whether `Accept` lists every media type in `wanted` (or `*/*`).
-pub(crate) fn accepts(headers: &HeaderMap, wanted: &[&str]) -> bool {
-    let accept = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect::<Vec<_>>()
-        .join(",")
-        .to_ascii_lowercase();
-    wanted
-        .iter()
-        .all(|w| accept.contains(w) || accept.contains("*/*"))
-}
-
-/// The value of a header, when it is there and readable.
-pub(crate) fn header_text<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
-}
 
 /// Reads a POST: the media types, then one JSON-RPC message in UTF-8.
 pub(crate) fn read_message(headers: &HeaderMap, body: &Bytes) -> Result<RawMessage, Response> {

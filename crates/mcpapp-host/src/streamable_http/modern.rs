@@ -11,7 +11,7 @@ use mcpapp_supervisor::{
 };
 use serde_json::json;
 
-use super::{PROTOCOL_HEADER, header_text, rpc_error};
+use super::wire::{PROTOCOL_HEADER, SESSION_HEADER, header_text, rpc_error};
 
 /// The method header of SEP-2243.
 const METHOD_HEADER: &str = "mcp-method";
@@ -29,7 +29,7 @@ pub(crate) fn is_modern(headers: &HeaderMap, message: &RawMessage) -> bool {
 pub(crate) fn refuse_get_or_delete(headers: &HeaderMap) -> Option<Response> {
     let modern = header_text(headers, &PROTOCOL_HEADER)
         .is_some_and(|v| v >= MODERN_PROTOCOL_VERSION)
-        && headers.get(super::SESSION_HEADER).is_none();
+        && headers.get(SESSION_HEADER).is_none();
     modern.then(|| {
         (
             StatusCode::METHOD_NOT_ALLOWED,

@@ -16,9 +16,9 @@ use mcpapp_supervisor::RawMessage;
 use tokio::sync::mpsc;
 
 /// Events kept for replay, per session.
-pub(crate) const REPLAY_EVENTS: usize = 256;
+const REPLAY_EVENTS: usize = 256;
 /// Bytes kept for replay, per session.
-pub(crate) const REPLAY_BYTES: usize = 1024 * 1024;
+const REPLAY_BYTES: usize = 1024 * 1024;
 
 /// What a session's GET streams have sent and what they will send next.
 #[derive(Debug)]
