@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use mcpapp_manifest::{AppSpec, InstallState, Lifecycle, ProtocolEra, Timestamp};
+use mcpapp_manifest::{AppSpec, Era, InstallState, Lifecycle, Timestamp};
 use rmcp::ServiceError;
 use rmcp::model::{
     CancelledNotificationParam, ClientRequest, ErrorCode, RequestMetaObject, ServerResult,
@@ -26,7 +26,6 @@ use crate::client::{GatewayClient, Notice};
 use crate::descriptors::{
     Descriptors, PromptDescriptor, ResourceDescriptor, ResourceTemplateDescriptor, ToolDescriptor,
 };
-use crate::era::Era;
 use crate::error::{CallError, ControlError};
 use crate::events::SupervisorEvent;
 use crate::launch::{self, Environment, Inheritance, LaunchPlan};
@@ -814,7 +813,7 @@ async fn start(
     // when asked anything else first); otherwise the app is asked, which also keeps a
     // manifest that claims 2026-07-28 for an older server working (with a warning).
     let mut choice = match spec.protocol_era {
-        ProtocolEra::Legacy => EraChoice::Legacy,
+        Some(Era::Legacy) => EraChoice::Legacy,
         _ => EraChoice::Auto,
     };
     let deadline = spec.startup_timeout;

@@ -42,9 +42,10 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use mcpapp_manifest::Era;
 use serde_json::value::RawValue;
 
-use crate::era::{self, Era, META_SUBSCRIPTION_ID};
+use crate::era::{self, META_SUBSCRIPTION_ID};
 use crate::raw::{MessageKind, RawMessage, raw_json, raw_string};
 
 /// Identifies a port within one upstream session.

@@ -17,7 +17,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, warn};
 
-use crate::era::{self, Era, Probe};
+use mcpapp_manifest::Era;
+
+use crate::era;
 use crate::link::{Link, LinkEvent};
 use crate::metrics::{AppMeters, CallPath, Outcome, PathCell, ToolMeters};
 use crate::pipe::HubPipe;
@@ -630,7 +632,7 @@ impl Connection {
                 let _ = commands.send(HubCommand::Probe { reply });
                 tokio::select! {
                     answer = tokio::time::timeout(PROBE_WAIT, answer) => match answer {
-                        Ok(Ok(answer)) if era::classify_probe(&answer) == Probe::Modern => Era::Modern,
+                        Ok(Ok(answer)) => era::classify_probe(&answer),
                         // An error, a refusal or silence: a server of the initialize era.
                         _ => Era::Legacy,
                     },

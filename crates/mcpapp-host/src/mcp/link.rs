@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
+use mcpapp_manifest::Era;
 use mcpapp_supervisor::{AppHandle, CallPath, Port, PortError, PortReply, RawMessage};
 use serde_json::value::RawValue;
 
 use super::session::{McpSession, request};
-use crate::streamable::Era;
 
 /// The client a request comes from.
 #[derive(Clone)]

@@ -131,7 +131,7 @@ pub(crate) async fn list(
         kind.field().to_owned(),
         RawValue::from_string(array).unwrap_or_else(|_| raw_string("")),
     );
-    if link.era() == crate::streamable::Era::Modern {
+    if link.era() == mcpapp_manifest::Era::Modern {
         result.insert("resultType".to_owned(), raw_string("complete"));
         result.insert(
             "ttlMs".to_owned(),

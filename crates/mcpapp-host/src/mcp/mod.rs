@@ -40,6 +40,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use mcpapp_bridge::{ToolContext, ToolEntry};
+use mcpapp_manifest::Era;
 use mcpapp_supervisor::{
     MODERN_PROTOCOL_VERSION, MessageKind, PORT_PROTOCOL_VERSIONS, PortError, PortReply, RawMessage,
     ResponseStream, raw_string,
@@ -57,7 +58,7 @@ use self::session::{GROUP, InFlight, McpSession};
 use crate::state::AppState;
 use crate::streamable::sessions::{Busy, Session, Sessions};
 use crate::streamable::{
-    Era, SESSION_HEADER, check_version, event_stream, final_reply, header_text, json_reply, modern,
+    SESSION_HEADER, check_version, event_stream, final_reply, header_text, json_reply, modern,
     read_message, require_event_stream, rpc_error, stream_reply,
 };
 

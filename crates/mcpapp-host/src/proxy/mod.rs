@@ -30,6 +30,7 @@ use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use mcpapp_manifest::Era;
 use mcpapp_manifest::Lifecycle;
 use mcpapp_supervisor::{
     AppHandle, MessageKind, Port, PortError, PortReply, RawMessage, raw_string,
@@ -42,7 +43,7 @@ use crate::state::AppState;
 use crate::streamable::events::EventLog;
 use crate::streamable::sessions::{Activity, Busy, Session, Sessions};
 use crate::streamable::{
-    Era, SESSION_HEADER, check_version, event_stream, final_reply, header_text, json_reply,
+    SESSION_HEADER, check_version, event_stream, final_reply, header_text, json_reply,
     read_message, require_event_stream, rpc_error, stream_reply,
 };
 

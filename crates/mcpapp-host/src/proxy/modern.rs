@@ -5,12 +5,13 @@
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use mcpapp_manifest::Era;
 use mcpapp_supervisor::{AppHandle, MessageKind, PortError, PortReply, RawMessage};
 
 use super::{ProxyQuery, authorize, running};
 use crate::state::AppState;
 use crate::streamable::modern::check;
-use crate::streamable::{Era, final_reply, rpc_error, stream_reply};
+use crate::streamable::{final_reply, rpc_error, stream_reply};
 
 /// A modern client's POST.
 pub(super) async fn post(

@@ -23,21 +23,13 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::stream::{self, Stream, StreamExt};
+use mcpapp_manifest::Era;
 use mcpapp_supervisor::{PORT_PROTOCOL_VERSIONS, RawMessage};
 use serde_json::value::RawValue;
 use tracing::debug;
 
 use self::events::{EventLog, Resume};
 use crate::chat::KEEP_ALIVE;
-
-/// Which era a client speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Era {
-    /// 2025-11-25 and earlier: `initialize`, sessions, a GET stream.
-    Legacy,
-    /// 2026-07-28: every request on its own.
-    Modern,
-}
 
 /// How long a response may take before the reply switches from JSON to an event stream.
 const JSON_WINDOW: Duration = Duration::from_secs(1);

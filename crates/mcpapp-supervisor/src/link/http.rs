@@ -291,10 +291,10 @@ impl Drop for HandedOver {
 }
 
 impl HttpLink {
-    pub(crate) fn set_era(&self, era: crate::era::Era) {
+    pub(crate) fn set_era(&self, era: mcpapp_manifest::Era) {
         self.inner
             .modern
-            .store(era == crate::era::Era::Modern, Ordering::SeqCst);
+            .store(era == mcpapp_manifest::Era::Modern, Ordering::SeqCst);
     }
 
     pub(crate) fn send(&self, message: RawMessage, request: Option<Key>) {

@@ -53,7 +53,7 @@ impl Link {
     /// Says which era the upstream speaks. A modern HTTP session has no session id and no GET
     /// stream, carries the era's headers on every POST, and cancels by closing a request's
     /// response stream.
-    pub(crate) fn set_era(&self, era: crate::era::Era) {
+    pub(crate) fn set_era(&self, era: mcpapp_manifest::Era) {
         if let Self::Http(link) = self {
             link.set_era(era);
         }
