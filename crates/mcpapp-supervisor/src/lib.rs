@@ -48,10 +48,7 @@
 #![warn(missing_docs)]
 
 mod app;
-mod client;
 mod descriptors;
-mod elicit;
-mod era;
 mod error;
 mod events;
 mod handle;
@@ -60,30 +57,21 @@ mod launch;
 mod lifecycle;
 mod link;
 mod metrics;
-mod pipe;
 mod policy;
-mod raw;
-mod router;
-mod session;
 mod shield;
 mod supervisor;
-mod trace_context;
 
 pub use app::AppSnapshot;
 pub use descriptors::{
     Descriptors, MCP_APP_MIME, PromptArgumentDescriptor, PromptDescriptor, ResourceDescriptor,
     ResourceTemplateDescriptor, ToolDescriptor, Visibility, is_mcp_app_mime,
 };
-pub use elicit::{ElicitFuture, ElicitationRequest, Elicitor};
-pub use era::{MODERN_PROTOCOL_VERSION, request_protocol_version};
 pub use error::{CallError, ControlError};
 pub use events::SupervisorEvent;
 pub use handle::AppHandle;
 pub use keeper::{KEEPER_ARG, KEEPER_ENV, Keeper, run_keeper_if_requested};
-pub use metrics::{CallPath, OTHER_TOOL, SupervisorMetrics};
+pub use metrics::{OTHER_TOOL, SupervisorMetrics};
 pub use policy::SupervisionPolicy;
-pub use raw::{MessageKind, RawError, RawMessage, raw_string};
-pub use session::{PORT_PROTOCOL_VERSIONS, Port, PortError, PortReply, ResponseStream};
 pub use shield::shield_process;
 pub use supervisor::{ReloadSummary, Supervisor, SupervisorBuilder};
 

@@ -19,7 +19,8 @@ use std::collections::HashSet;
 
 use indexmap::IndexMap;
 use mcpapp_bridge::{ToolRegistry, app_registration_id};
-use mcpapp_supervisor::{AppHandle, RawMessage, Supervisor, Visibility, raw_string};
+use mcpapp_session::{RawMessage, raw_string};
+use mcpapp_supervisor::{AppHandle, Supervisor, Visibility};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tracing::debug;

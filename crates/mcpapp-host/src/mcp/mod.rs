@@ -41,7 +41,7 @@ use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use mcpapp_bridge::{ToolContext, ToolEntry};
 use mcpapp_manifest::Era;
-use mcpapp_supervisor::{
+use mcpapp_session::{
     MODERN_PROTOCOL_VERSION, MessageKind, PORT_PROTOCOL_VERSIONS, PortError, PortReply, RawMessage,
     ResponseStream, raw_string,
 };

@@ -20,10 +20,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use mcpapp_bridge::ToolRegistry;
 use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::{
-    AppHandle, CallPath, MessageKind, Port, PortError, PortReply, RawMessage, Supervisor,
-    SupervisorEvent, raw_string,
-};
+use mcpapp_session::{CallPath, MessageKind, Port, PortError, PortReply, RawMessage, raw_string};
+use mcpapp_supervisor::{AppHandle, Supervisor, SupervisorEvent};
 use serde_json::value::RawValue;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};

@@ -30,11 +30,9 @@ use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use mcpapp_manifest::Era;
-use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::{
-    AppHandle, MessageKind, Port, PortError, PortReply, RawMessage, raw_string,
-};
+use mcpapp_manifest::{Era, Lifecycle};
+use mcpapp_session::{MessageKind, Port, PortError, PortReply, RawMessage, raw_string};
+use mcpapp_supervisor::AppHandle;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tracing::{debug, info};

@@ -6,7 +6,8 @@
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use mcpapp_manifest::Era;
-use mcpapp_supervisor::{AppHandle, MessageKind, PortError, PortReply, RawMessage};
+use mcpapp_session::{MessageKind, PortError, PortReply, RawMessage};
+use mcpapp_supervisor::AppHandle;
 
 use super::{ProxyQuery, authorize, running};
 use crate::state::AppState;

@@ -24,7 +24,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::stream::{self, Stream, StreamExt};
 use mcpapp_manifest::Era;
-use mcpapp_supervisor::{PORT_PROTOCOL_VERSIONS, RawMessage};
+use mcpapp_session::{PORT_PROTOCOL_VERSIONS, RawMessage};
 use serde_json::value::RawValue;
 use tracing::debug;
 

@@ -46,24 +46,11 @@ use mcpapp_manifest::Era;
 use serde_json::value::RawValue;
 
 use crate::era::{self, META_SUBSCRIPTION_ID};
+pub(crate) use crate::link::{Origin, RequestKey as Key};
 use crate::raw::{MessageKind, RawMessage, raw_json, raw_string};
 
 /// Identifies a port within one upstream session.
 pub(crate) type PortId = u64;
-
-/// A request id as its raw JSON text (`7` and `"7"` differ).
-pub(crate) type Key = String;
-
-/// Where an upstream message arrived.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Origin {
-    /// The child's stdout: no association with any request.
-    Stdio,
-    /// The HTTP session's standalone GET stream.
-    Get,
-    /// The HTTP response stream of the request with this upstream id.
-    Post(Key),
-}
 
 /// Capabilities a port declared: in its `initialize` (legacy) or in its request (modern).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -40,11 +40,6 @@ const CACHEABLE: [&str; 6] = [
     "resources/read",
 ];
 
-/// Whether a protocol version belongs to the modern era (versions are dates).
-pub(crate) fn is_modern(version: &str) -> bool {
-    Era::of_version(version) == Era::Modern
-}
-
 fn meta_string(message: &RawMessage, key: &str) -> Option<String> {
     message
         .path(&["params", "_meta", key])

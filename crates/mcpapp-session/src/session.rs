@@ -21,7 +21,7 @@ use mcpapp_manifest::Era;
 
 use crate::era;
 use crate::link::{Link, LinkEvent};
-use crate::metrics::{AppMeters, CallPath, Outcome, PathCell, ToolMeters};
+use crate::observe::{CallOutcome, CallPath, PathCell, SessionObserver, ToolObserver};
 use crate::pipe::HubPipe;
 use crate::raw::{MessageKind, RawError, RawMessage, raw_json, raw_string};
 use crate::router::{Delivery, Key, PortCapabilities, PortId, PortSpec, Router, key_of};
@@ -80,7 +80,7 @@ enum HubCommand {
 
 struct Hub {
     router: Router,
-    link: Arc<Link>,
+    link: Arc<dyn Link>,
     to_rmcp: mpsc::UnboundedSender<String>,
     ports: HashMap<PortId, mpsc::Sender<RawMessage>>,
     requests: HashMap<Key, mpsc::UnboundedSender<RawMessage>>,
@@ -96,7 +96,7 @@ struct Hub {
     probes: HashMap<Key, oneshot::Sender<RawMessage>>,
     garbage: Vec<String>,
     closed: watch::Sender<Option<String>>,
-    meters: Arc<AppMeters>,
+    meters: Arc<dyn SessionObserver>,
     /// The `tools/call`s in flight, by port request stream or rmcp id (the router keeps the
     /// two apart: port requests go upstream as `"gw:…"` strings, rmcp's ids are numbers).
     calls: HashMap<Key, Call>,
@@ -111,7 +111,7 @@ const RMCP_TOTAL_TIMEOUT_REASON: &str =
 /// A `tools/call` being timed.
 #[derive(Debug)]
 struct Call {
-    tool: Arc<ToolMeters>,
+    tool: Arc<dyn ToolObserver>,
     path: CallPath,
     port: Option<PortId>,
     started: Instant,
@@ -131,7 +131,7 @@ fn is_method(message: &RawMessage, method: &str) -> bool {
 }
 
 /// How a `tools/call` ended, from its response.
-fn outcome_of(message: &RawMessage) -> Outcome {
+fn outcome_of(message: &RawMessage) -> CallOutcome {
     #[derive(serde::Deserialize)]
     struct Flag {
         #[serde(rename = "isError", default)]
@@ -139,12 +139,12 @@ fn outcome_of(message: &RawMessage) -> Outcome {
     }
     // The result's text as it is (member() would check the whole result once more first).
     match message.member_text("result") {
-        None => Outcome::Failed,
+        None => CallOutcome::Failed,
         Some(result) => match serde_json::from_str::<Flag>(result) {
             Ok(Flag {
                 is_error: Some(true),
-            }) => Outcome::Error,
-            _ => Outcome::Ok,
+            }) => CallOutcome::Error,
+            _ => CallOutcome::Ok,
         },
     }
 }
@@ -161,7 +161,7 @@ fn cancellations(deliveries: &[Delivery]) -> u64 {
 
 /// Starts timing `message` if it is a `tools/call`.
 fn begin_call(
-    meters: &AppMeters,
+    meters: &dyn SessionObserver,
     message: &RawMessage,
     path: CallPath,
     port: Option<PortId>,
@@ -197,7 +197,8 @@ impl Hub {
         match message.kind() {
             MessageKind::Request => {
                 if let Some(id) = message.id()
-                    && let Some(call) = begin_call(&self.meters, message, CallPath::Agent, None)
+                    && let Some(call) =
+                        begin_call(self.meters.as_ref(), message, CallPath::Agent, None)
                 {
                     self.calls.insert(key_of(id), call);
                 }
@@ -219,9 +220,9 @@ impl Hub {
                     self.meters.cancelled(1);
                 }
                 let outcome = if timed_out {
-                    Outcome::Timeout
+                    CallOutcome::Timeout
                 } else {
-                    Outcome::Cancelled
+                    CallOutcome::Cancelled
                 };
                 self.end_call(&key_of(id), || outcome);
             }
@@ -230,7 +231,7 @@ impl Hub {
     }
 
     /// Counts the `tools/call` under `key`, if one is being timed.
-    fn end_call(&mut self, key: &Key, outcome: impl FnOnce() -> Outcome) {
+    fn end_call(&mut self, key: &Key, outcome: impl FnOnce() -> CallOutcome) {
         if let Some(call) = self.calls.remove(key) {
             call.tool
                 .finish(call.path, outcome(), call.started.elapsed());
@@ -244,7 +245,7 @@ impl Hub {
                 return true;
             }
             call.tool
-                .finish(call.path, Outcome::Cancelled, call.started.elapsed());
+                .finish(call.path, CallOutcome::Cancelled, call.started.elapsed());
             false
         });
     }
@@ -355,7 +356,7 @@ impl Hub {
             }
             HubCommand::Abandon { key, reason } => {
                 self.requests.remove(&key);
-                self.end_call(&key, || Outcome::Cancelled);
+                self.end_call(&key, || CallOutcome::Cancelled);
                 let deliveries = self.router.abandon(&key, &reason);
                 self.meters.cancelled(cancellations(&deliveries));
                 self.deliver(deliveries);
@@ -415,7 +416,7 @@ impl Hub {
                 continue;
             };
             self.meters.timed_out();
-            self.end_call(&key, || Outcome::Timeout);
+            self.end_call(&key, || CallOutcome::Timeout);
             let reason = format!("timed out after {} s", self.request_timeout.as_secs_f64());
             let id = self.router.original_id(&key).map(ToOwned::to_owned);
             let _ = stream.send(RawMessage::error_response(
@@ -452,7 +453,7 @@ impl Hub {
         self.ports.clear();
         for (_, call) in self.calls.drain() {
             call.tool
-                .finish(call.path, Outcome::Failed, call.started.elapsed());
+                .finish(call.path, CallOutcome::Failed, call.started.elapsed());
         }
         let _ = self.closed.send(Some(reason));
     }
@@ -525,7 +526,7 @@ fn secret() -> [u64; 2] {
 }
 
 /// Waits until the link has closed and returns why.
-pub(crate) async fn closed_reason(closed: &mut watch::Receiver<Option<String>>) -> String {
+pub async fn closed_reason(closed: &mut watch::Receiver<Option<String>>) -> String {
     // The guard returned by `wait_for` must not live across an await, so copy the reason out
     // at once.
     match closed.wait_for(Option::is_some).await {
@@ -535,32 +536,32 @@ pub(crate) async fn closed_reason(closed: &mut watch::Receiver<Option<String>>) 
 }
 
 /// A live upstream session with its rmcp client.
-pub(crate) struct Connection {
-    pub(crate) client:
-        rmcp::service::RunningService<rmcp::RoleClient, crate::client::GatewayClient>,
+pub struct Connection {
+    /// The gateway's own rmcp client on this session.
+    pub client: rmcp::service::RunningService<rmcp::RoleClient, crate::client::GatewayClient>,
     /// The era the upstream speaks.
-    pub(crate) era: Era,
+    pub era: Era,
     hub: mpsc::UnboundedSender<HubCommand>,
-    link: Arc<Link>,
+    link: Arc<dyn Link>,
     closed: watch::Receiver<Option<String>>,
     next_port: AtomicU64,
-    pub(crate) request_timeout: Duration,
+    /// The bound of every request sent on this session.
+    pub request_timeout: Duration,
     app_id: String,
-    meters: Arc<AppMeters>,
+    meters: Arc<dyn SessionObserver>,
 }
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection")
             .field("app_id", &self.app_id)
-            .field("pid", &self.link.pid())
             .finish_non_exhaustive()
     }
 }
 
 /// How to find out which era an app speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum EraChoice {
+pub enum EraChoice {
     /// Ask with `server/discover` first; fall back to `initialize`.
     Auto,
     /// `initialize` at once.
@@ -571,30 +572,32 @@ pub(crate) enum EraChoice {
 const PROBE_WAIT: Duration = Duration::from_secs(3);
 
 /// Why a handshake failed.
-#[derive(Debug)]
-pub(crate) enum HandshakeError {
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandshakeError {
     /// The link closed while the era probe waited (some servers end on any request before
     /// `initialize`); start again without probing.
+    #[error("the app ended when asked for its era: {0}")]
     ProbeClosed(String),
     /// The link closed first; the reason says how.
+    #[error("{0}")]
     LinkClosed(String),
     /// rmcp refused the handshake.
+    #[error("the MCP handshake failed: {0}")]
     Protocol(String),
 }
 
 impl Connection {
     /// Starts the hub over `link` and performs the MCP handshake through rmcp. The caller
     /// bounds the whole thing with the startup timeout.
-    pub(crate) async fn open(
+    pub async fn open(
         app_id: &str,
-        link: Link,
+        link: Arc<dyn Link>,
         link_events: mpsc::UnboundedReceiver<LinkEvent>,
         handler: crate::client::GatewayClient,
         request_timeout: Duration,
         choice: EraChoice,
-        meters: Arc<AppMeters>,
+        meters: Arc<dyn SessionObserver>,
     ) -> Result<Connection, HandshakeError> {
-        let link = Arc::new(link);
         let (to_rmcp, to_rmcp_rx) = mpsc::unbounded_channel::<String>();
         let (commands, commands_rx) = mpsc::unbounded_channel::<HubCommand>();
         let (closed_tx, closed_rx) = watch::channel::<Option<String>>(None);
@@ -681,17 +684,12 @@ impl Connection {
     }
 
     /// Resolves with the reason once the link has closed.
-    pub(crate) fn closed(&self) -> watch::Receiver<Option<String>> {
+    pub fn closed(&self) -> watch::Receiver<Option<String>> {
         self.closed.clone()
     }
 
-    /// The process id of a stdio app.
-    pub(crate) fn pid(&self) -> Option<u32> {
-        self.link.pid()
-    }
-
     /// Closes rmcp and the link.
-    pub(crate) async fn shutdown(&self, grace: Duration) {
+    pub async fn shutdown(&self, grace: Duration) {
         self.client.cancellation_token().cancel();
         self.link.close(grace).await;
     }
@@ -703,7 +701,7 @@ impl Connection {
     /// modern upstream, one made from its `server/discover` result), with the protocol
     /// version the port will speak: the client's, when it is one of
     /// [`PORT_PROTOCOL_VERSIONS`] the session can serve; else the newest the session can.
-    pub(crate) async fn open_port(
+    pub async fn open_port(
         self: &Arc<Self>,
         initialize: &RawMessage,
     ) -> Result<(Port, RawMessage), PortError> {
@@ -756,10 +754,7 @@ impl Connection {
 
     /// Opens a port for one request of a modern client (no session: each request declares
     /// its own capabilities). It lives as long as the request's exchange.
-    pub(crate) fn open_modern_port(
-        self: &Arc<Self>,
-        request: &RawMessage,
-    ) -> Result<Port, PortError> {
+    pub fn open_modern_port(self: &Arc<Self>, request: &RawMessage) -> Result<Port, PortError> {
         let client_capabilities = era::request_capabilities(request);
         let spec = PortSpec {
             era: Era::Modern,
@@ -867,7 +862,7 @@ pub struct Port {
     id: PortId,
     /// The surface this port's client came through, for the call metrics.
     path: PathCell,
-    meters: Arc<AppMeters>,
+    meters: Arc<dyn SessionObserver>,
     /// For the span of each request.
     app_id: String,
     hub: mpsc::UnboundedSender<HubCommand>,
@@ -990,7 +985,12 @@ impl Port {
         crate::trace_context::inject_raw(&mut message, &span);
         let (stream, stream_rx) = mpsc::unbounded_channel();
         let (accepted, accepted_rx) = oneshot::channel();
-        let call = begin_call(&self.meters, &message, self.path.get(), Some(self.id));
+        let call = begin_call(
+            self.meters.as_ref(),
+            &message,
+            self.path.get(),
+            Some(self.id),
+        );
         self.hub
             .send(HubCommand::PortRequest {
                 port: self.id,
