@@ -15,8 +15,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use mcpapp_manifest::{AppSpec, Era, InstallState, Lifecycle, Timestamp};
 use mcpapp_session::{
-    Causes, Connection, Elicitor, EraChoice, GatewayClient, HandshakeError, Link, LinkEvent,
-    Notice, Port, PortError, RawMessage, closed_reason, inject_trace_context,
+    Causes, Connection, Elicitor, EraChoice, GatewayClient, HandshakeError, LinkEvent, Notice,
+    Port, PortError, RawMessage, closed_reason, inject_trace_context,
 };
 use rmcp::ServiceError;
 use rmcp::model::{
@@ -31,10 +31,10 @@ use crate::descriptors::{
 };
 use crate::error::{CallError, ControlError};
 use crate::events::SupervisorEvent;
-use crate::launch::{self, Environment, Inheritance, LaunchPlan};
+use crate::launch::{self, Environment, Inheritance};
 use crate::lifecycle::{Decision, Event, Machine};
+use crate::link;
 use crate::link::stdio::{ProcessTable, StderrTail};
-use crate::link::{http, stdio};
 use crate::policy::SupervisionPolicy;
 
 /// Stderr lines quoted in a failure reason.
@@ -835,22 +835,7 @@ async fn start(
                 &context.processes,
             )?;
             let (events_tx, events_rx) = mpsc::unbounded_channel::<LinkEvent>();
-            let (link, pid): (Arc<dyn Link>, Option<u32>) = match plan {
-                LaunchPlan::Stdio(spawn) => {
-                    let program = spawn.program.display().to_string();
-                    let link = stdio::spawn(&spawn, events_tx)
-                        .map_err(|e| format!("cannot start '{program}': {e}"))?;
-                    let pid = link.pid();
-                    (Arc::new(link), Some(pid))
-                }
-                LaunchPlan::Http(http_spec) => (
-                    Arc::new(
-                        http::connect(http_spec, events_tx)
-                            .map_err(|e| format!("cannot create an HTTP client: {e}"))?,
-                    ),
-                    None,
-                ),
-            };
+            let (link, pid) = link::open(plan, events_tx)?;
             let handler = GatewayClient::new(
                 shared.id.clone(),
                 notices.clone(),

@@ -5,3 +5,34 @@
 mod connector;
 pub(crate) mod http;
 pub(crate) mod stdio;
+
+use std::sync::Arc;
+
+use mcpapp_session::{Link, LinkEvents};
+
+use crate::launch::LaunchPlan;
+
+/// Opens the link `plan` names, reporting on `events`: starts the child of a stdio app (and
+/// returns its process id) or builds the client of an HTTP app (nothing is sent yet).
+///
+/// # Errors
+/// Why the child could not be started or the client built, for the app's failure reason.
+pub(crate) fn open(
+    plan: LaunchPlan,
+    events: LinkEvents,
+) -> Result<(Arc<dyn Link>, Option<u32>), String> {
+    match plan {
+        LaunchPlan::Stdio(spawn) => {
+            let program = spawn.program.display().to_string();
+            let link = stdio::spawn(&spawn, events)
+                .map_err(|e| format!("cannot start '{program}': {e}"))?;
+            let pid = link.pid();
+            Ok((Arc::new(link), Some(pid)))
+        }
+        LaunchPlan::Http(spec) => {
+            let link = http::connect(spec, events)
+                .map_err(|e| format!("cannot create an HTTP client: {e}"))?;
+            Ok((Arc::new(link), None))
+        }
+    }
+}
