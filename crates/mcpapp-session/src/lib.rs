@@ -62,24 +62,26 @@
 #![warn(missing_docs)]
 
 mod client;
+mod connection;
 mod elicit;
 mod era;
+mod hub;
 mod link;
 mod observe;
 mod pipe;
+mod port;
 mod raw;
 mod router;
-mod session;
 mod trace_context;
 
 pub use client::{GatewayClient, Notice};
+pub use connection::{
+    Connection, EraChoice, HandshakeError, PORT_PROTOCOL_VERSIONS, closed_reason,
+};
 pub use elicit::{Causes, ElicitFuture, ElicitationRequest, Elicitor};
 pub use era::{MODERN_PROTOCOL_VERSION, request_protocol_version};
 pub use link::{CloseFuture, Link, LinkEvent, LinkEvents, Origin, RequestKey};
 pub use observe::{CallOutcome, CallPath, SessionObserver, ToolObserver};
+pub use port::{Port, PortError, PortReply, ResponseStream};
 pub use raw::{MessageKind, RawError, RawMessage, raw_string};
-pub use session::{
-    Connection, EraChoice, HandshakeError, PORT_PROTOCOL_VERSIONS, Port, PortError, PortReply,
-    ResponseStream, closed_reason,
-};
 pub use trace_context::inject_trace_context;
