@@ -23,7 +23,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 /// The `tool` label of calls to a name the app does not list.
-pub const OTHER_TOOL: &str = "other";
+pub(crate) const OTHER_TOOL: &str = "other";
 
 /// Buckets of the call duration histogram: 0.5 ms doubling to about 65 s (18 buckets), so
 /// both an in-memory answer and a call near a long request timeout land in a bucket.
