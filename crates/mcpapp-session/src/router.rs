@@ -3,7 +3,7 @@
 //! Three kinds of party share an app's single upstream MCP session: the gateway's own rmcp
 //! client, and any number of *ports* (client sessions of `/apps/mcp/{appId}`). The router is
 //! a plain state machine: it is told about every message that crosses the session and answers
-//! with [`Delivery`]s; the hub task (see `session.rs`) carries them out. Keeping it free of
+//! with [`Delivery`]s; the hub task (see `hub.rs`) carries them out. Keeping it free of
 //! I/O makes every routing rule testable on its own.
 //!
 //! Rules:
