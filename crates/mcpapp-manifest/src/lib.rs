@@ -56,6 +56,6 @@ pub use quote::{MAX_QUOTED_CHARS, Quoted, json_kind, quoted};
 pub use schema::{SchemaKind, config_schema, manifest_schema};
 pub use state::{InstallState, Lifecycle, Timestamp};
 pub use validate::{
-    AppId, AppSpec, Launch, MAX_ID_LEN, ProtocolEra, TIMEOUT_RANGE_SECONDS, Transport,
-    ValidationError, redact_url,
+    AppId, AppSpec, Era, Launch, MAX_ID_LEN, TIMEOUT_RANGE_SECONDS, Transport, ValidationError,
+    redact_url,
 };

@@ -19,10 +19,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use mcpapp_bridge::ToolRegistry;
-use mcpapp_supervisor::{
-    AppHandle, CallPath, MessageKind, Port, PortError, PortReply, RawMessage, Supervisor,
-    raw_string,
-};
+use mcpapp_session::{CallPath, MessageKind, Port, PortError, PortReply, RawMessage, raw_string};
+use mcpapp_supervisor::{AppHandle, Supervisor};
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};

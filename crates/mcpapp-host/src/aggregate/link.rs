@@ -4,11 +4,12 @@
 
 use std::sync::Arc;
 
-use mcpapp_supervisor::{AppHandle, CallPath, Port, PortError, PortReply, RawMessage};
+use mcpapp_manifest::Era;
+use mcpapp_session::{CallPath, Port, PortError, PortReply, RawMessage};
+use mcpapp_supervisor::AppHandle;
 use serde_json::value::RawValue;
 
 use super::client_session::{ClientSession, UI_EXTENSION, request};
-use crate::streamable_http::Era;
 
 /// The client a request comes from.
 #[derive(Clone)]
@@ -84,7 +85,7 @@ fn internal_id(link: &Link, n: usize) -> Box<RawValue> {
     match link {
         Link::Session(session) => session.internal_id(),
         // A request's own port carries nothing else.
-        Link::Request(_) => mcpapp_supervisor::raw_string(&format!("io.mcpapp/{n}")),
+        Link::Request(_) => mcpapp_session::raw_string(&format!("io.mcpapp/{n}")),
     }
 }
 

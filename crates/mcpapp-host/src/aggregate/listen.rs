@@ -24,9 +24,8 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::stream::{SelectAll, StreamExt};
 use mcpapp_bridge::ToolRegistry;
-use mcpapp_supervisor::{
-    AppHandle, Port, PortReply, RawMessage, ResponseStream, Supervisor, raw_string,
-};
+use mcpapp_session::{Port, PortReply, RawMessage, ResponseStream, raw_string};
+use mcpapp_supervisor::{AppHandle, Supervisor};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;

@@ -19,7 +19,8 @@ use std::collections::HashSet;
 
 use indexmap::IndexMap;
 use mcpapp_bridge::{ToolRegistry, app_registration_id};
-use mcpapp_supervisor::{AppHandle, RawMessage, Supervisor, Visibility, raw_string};
+use mcpapp_session::{RawMessage, raw_string};
+use mcpapp_supervisor::{AppHandle, Supervisor, Visibility};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tracing::debug;
@@ -130,7 +131,7 @@ pub(crate) async fn list(
         kind.field().to_owned(),
         RawValue::from_string(array).unwrap_or_else(|_| raw_string("")),
     );
-    if link.era() == crate::streamable_http::Era::Modern {
+    if link.era() == mcpapp_manifest::Era::Modern {
         result.insert("resultType".to_owned(), raw_string("complete"));
         result.insert(
             "ttlMs".to_owned(),

@@ -42,11 +42,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use mcpapp_bridge::{ToolContext, ToolEntry, ToolRegistry};
-use mcpapp_supervisor::Supervisor;
-use mcpapp_supervisor::{
+use mcpapp_manifest::Era;
+use mcpapp_session::{
     MODERN_PROTOCOL_VERSION, MessageKind, PORT_PROTOCOL_VERSIONS, PortError, PortReply, RawMessage,
     ResponseStream, raw_string,
 };
+use mcpapp_supervisor::Supervisor;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -59,7 +60,7 @@ use self::names::Scope;
 use self::route::{Plan, Target};
 use crate::streamable_http::session_store::{Busy, Session, Sessions};
 use crate::streamable_http::{
-    Era, SESSION_HEADER, check_version, event_stream, final_reply, header_text, json_reply, modern,
+    SESSION_HEADER, check_version, event_stream, final_reply, header_text, json_reply, modern,
     read_message, require_event_stream, rpc_error, stream_reply,
 };
 

@@ -16,7 +16,8 @@
 //! from the supervisor; the routing that uses it is in `route.rs`.
 
 use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::{AppHandle, RawMessage, Supervisor, raw_string};
+use mcpapp_session::{RawMessage, raw_string};
+use mcpapp_supervisor::{AppHandle, Supervisor};
 
 /// How one app's names and URIs appear on `/mcp`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,7 +18,8 @@
 //! This module only decides; `mod.rs` sends.
 
 use mcpapp_bridge::{ToolEntry, ToolRegistry, app_registration_id};
-use mcpapp_supervisor::{AppHandle, RawMessage, Supervisor, raw_string};
+use mcpapp_session::{RawMessage, raw_string};
+use mcpapp_supervisor::{AppHandle, Supervisor};
 
 use super::names::{Scope, running_apps, template_matches};
 

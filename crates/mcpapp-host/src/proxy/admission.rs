@@ -10,7 +10,8 @@
 use axum::http::StatusCode;
 use axum::response::Response;
 use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::{AppHandle, MessageKind, RawMessage, raw_string};
+use mcpapp_session::{MessageKind, RawMessage, raw_string};
+use mcpapp_supervisor::AppHandle;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tracing::debug;

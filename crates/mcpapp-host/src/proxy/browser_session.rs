@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use mcpapp_supervisor::Port;
+use mcpapp_session::Port;
 
 use crate::streamable_http::replay::EventLog;
 use crate::streamable_http::session_store::{Activity, Session, Sessions};

@@ -34,7 +34,9 @@ use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use mcpapp_supervisor::{AppHandle, MessageKind, PortError, PortReply, RawMessage, Supervisor};
+use mcpapp_manifest::Era;
+use mcpapp_session::{MessageKind, PortError, PortReply, RawMessage};
+use mcpapp_supervisor::{AppHandle, Supervisor};
 use serde_json::value::RawValue;
 use tracing::{debug, info};
 
@@ -44,7 +46,7 @@ pub(crate) use self::browser_session::ProxySessions;
 use crate::streamable_http::modern::{is_modern, refuse_get_or_delete};
 use crate::streamable_http::session_store::{Busy, Session};
 use crate::streamable_http::{
-    Era, SESSION_HEADER, check_version, event_stream, final_reply, header_text, json_reply,
+    SESSION_HEADER, check_version, event_stream, final_reply, header_text, json_reply,
     read_message, require_event_stream, rpc_error, stream_reply,
 };
 

@@ -5,11 +5,13 @@
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use mcpapp_supervisor::{AppHandle, MessageKind, PortError, PortReply, RawMessage};
+use mcpapp_manifest::Era;
+use mcpapp_session::{MessageKind, PortError, PortReply, RawMessage};
+use mcpapp_supervisor::AppHandle;
 
 use super::admission::{ProxyQuery, authorize, running};
 use crate::streamable_http::modern::check;
-use crate::streamable_http::{Era, final_reply, rpc_error, stream_reply};
+use crate::streamable_http::{final_reply, rpc_error, stream_reply};
 
 /// A modern client's POST.
 pub(super) async fn post(

@@ -25,7 +25,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::stream::{self, Stream, StreamExt};
-use mcpapp_supervisor::{PORT_PROTOCOL_VERSIONS, RawMessage};
+use mcpapp_manifest::Era;
+use mcpapp_session::{PORT_PROTOCOL_VERSIONS, RawMessage};
 use serde_json::value::RawValue;
 use tracing::debug;
 
@@ -35,15 +36,6 @@ pub(crate) use self::wire::{
 };
 use self::wire::{VERSION_WITHOUT_HEADER, accepts};
 use crate::config::KEEP_ALIVE;
-
-/// Which era a client speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Era {
-    /// 2025-11-25 and earlier: `initialize`, sessions, a GET stream.
-    Legacy,
-    /// 2026-07-28: every request on its own.
-    Modern,
-}
 
 /// How long a response may take before the reply switches from JSON to an event stream.
 const JSON_WINDOW: Duration = Duration::from_secs(1);

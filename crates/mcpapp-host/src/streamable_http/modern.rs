@@ -6,9 +6,7 @@
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
-use mcpapp_supervisor::{
-    MODERN_PROTOCOL_VERSION, MessageKind, RawMessage, request_protocol_version,
-};
+use mcpapp_session::{MODERN_PROTOCOL_VERSION, MessageKind, RawMessage, request_protocol_version};
 use serde_json::json;
 
 use super::wire::{PROTOCOL_HEADER, SESSION_HEADER, header_text, rpc_error};
@@ -90,7 +88,7 @@ pub(crate) fn check(headers: &HeaderMap, message: &RawMessage) -> Result<(), Res
     if version != MODERN_PROTOCOL_VERSION {
         let body = json!({"jsonrpc": "2.0", "id": id.map(|i| serde_json::from_str::<serde_json::Value>(i.get()).unwrap_or_default()),
             "error": {"code": -32022, "message": "Unsupported protocol version",
-                "data": {"requested": version, "supported": mcpapp_supervisor::PORT_PROTOCOL_VERSIONS.iter().copied().chain([MODERN_PROTOCOL_VERSION]).collect::<Vec<_>>()}}});
+                "data": {"requested": version, "supported": mcpapp_session::PORT_PROTOCOL_VERSIONS.iter().copied().chain([MODERN_PROTOCOL_VERSION]).collect::<Vec<_>>()}}});
         return Err((
             StatusCode::BAD_REQUEST,
             [(axum::http::header::CONTENT_TYPE, "application/json")],

@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use mcpapp_supervisor::RawMessage;
+use mcpapp_session::RawMessage;
 use tokio::sync::mpsc;
 
 /// Events kept for replay, per session.

@@ -3,7 +3,7 @@
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use mcpapp_supervisor::RawMessage;
+use mcpapp_session::RawMessage;
 use serde_json::value::RawValue;
 
 /// The session header.

@@ -1,48 +1,17 @@
-//! Benchmarks of the shared session: the raw splice (parse and rewrite a message), and round
-//! trips to a real stdio app through a port and through the gateway's own rmcp client.
+//! Benchmarks of round trips to a real stdio app through its shared session: through a port,
+//! and through the gateway's own rmcp client. (The raw splice of one message is measured in
+//! `mcpapp-session`'s `raw` bench.)
 //!
-//! Run with `cargo xtask bench` (or `cargo bench -p mcpapp-supervisor`). The round trips need
-//! the `fixture-app` binary, built first when missing.
+//! Run with `cargo bench -p mcpapp-supervisor --bench round_trips`. It needs the `fixture-app`
+//! binary, built first when missing.
 
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::{PortReply, RawMessage, Supervisor, raw_string};
+use mcpapp_session::{PortReply, RawMessage};
+use mcpapp_supervisor::Supervisor;
 use mcpapp_testkit::{AppsDir, bin};
-
-fn splice(c: &mut Criterion) {
-    let tools: Vec<String> = (0..40)
-        .map(|i| format!(r#"{{"name":"tool_{i}","description":"Tool number {i} with a longer description","inputSchema":{{"type":"object","properties":{{"a":{{"type":"integer"}}}}}},"x-vendor":{{"n":1.50}}}}"#))
-        .collect();
-    let response = format!(
-        r#"{{"jsonrpc":"2.0","id":"gw:1:17","result":{{"tools":[{}]}}}}"#,
-        tools.join(",")
-    );
-    let request = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"},"_meta":{"progressToken":"p1"}}}"#;
-    let mut group = c.benchmark_group("splice");
-    group.bench_function(
-        format!("restore the id of a {} B tools/list", response.len()),
-        |b| {
-            b.iter(|| {
-                let mut message = RawMessage::parse(response.as_str()).expect("parses");
-                message.set_id(&raw_string("original"));
-                message
-            });
-        },
-    );
-    group.bench_function("rewrite id and progress token of a tools/call", |b| {
-        b.iter(|| {
-            let mut message = RawMessage::parse(request).expect("parses");
-            message.set_id(&raw_string("gw:1:1"));
-            message
-                .set_path(&["params", "_meta", "progressToken"], &raw_string("gwpt:1"))
-                .expect("rewritable");
-            message
-        });
-    });
-    group.finish();
-}
 
 fn round_trips(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
@@ -89,5 +58,5 @@ fn round_trips(c: &mut Criterion) {
     runtime.block_on(supervisor.shutdown());
 }
 
-criterion_group!(benches, splice, round_trips);
+criterion_group!(benches, round_trips);
 criterion_main!(benches);

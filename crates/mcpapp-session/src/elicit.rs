@@ -30,6 +30,17 @@ pub struct ElicitationRequest {
     pub params: ElicitRequestParams,
 }
 
+impl ElicitationRequest {
+    /// What `app_id` asks (`params`) of the chat session `session_id`, when known.
+    pub fn new(app_id: String, session_id: Option<String>, params: ElicitRequestParams) -> Self {
+        Self {
+            app_id,
+            session_id,
+            params,
+        }
+    }
+}
+
 /// The future an [`Elicitor`] answers with: the user's answer, or `None` to decline.
 pub type ElicitFuture = Pin<Box<dyn Future<Output = Option<ElicitResult>> + Send>>;
 
@@ -42,7 +53,7 @@ pub trait Elicitor: Send + Sync + 'static {
 
 /// The sessions of the gateway's own requests in flight, by their JSON-RPC id.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Causes {
+pub struct Causes {
     sessions: Arc<Mutex<HashMap<String, String>>>,
 }
 
@@ -51,11 +62,13 @@ impl Causes {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn note(&self, id: &rmcp::model::RequestId, session: String) {
+    /// Remembers that the gateway's request `id` was sent for the chat session `session`.
+    pub fn note(&self, id: &rmcp::model::RequestId, session: String) {
         self.lock().insert(id_text(id), session);
     }
 
-    pub(crate) fn forget(&self, id: &rmcp::model::RequestId) {
+    /// Forgets request `id` once it is answered or given up.
+    pub fn forget(&self, id: &rmcp::model::RequestId) {
         self.lock().remove(&id_text(id));
     }
 

@@ -60,9 +60,10 @@ pub(crate) fn inject_raw(message: &mut RawMessage, span: &tracing::Span) {
     }
 }
 
-/// Adds `span`'s context to the `_meta` of one of the gateway's own requests, unless it has
-/// a `traceparent`.
-pub(crate) fn inject_meta(meta: &mut Option<RequestMetaObject>, span: &tracing::Span) {
+/// Adds `span`'s W3C trace context to the `_meta` of a request the gateway's own rmcp client
+/// is about to send, unless it has a `traceparent` already. Without the `otel` feature, or
+/// without a context (no `tracing-opentelemetry` layer), it does nothing.
+pub fn inject_trace_context(meta: &mut Option<RequestMetaObject>, span: &tracing::Span) {
     if meta.as_ref().is_some_and(|m| m.get_traceparent().is_some()) {
         return;
     }

@@ -3,7 +3,7 @@
 //! Three kinds of party share an app's single upstream MCP session: the gateway's own rmcp
 //! client, and any number of *ports* (client sessions of `/apps/mcp/{appId}`). The router is
 //! a plain state machine: it is told about every message that crosses the session and answers
-//! with [`Delivery`]s; the hub task (see `session.rs`) carries them out. Keeping it free of
+//! with [`Delivery`]s; the hub task (see `hub.rs`) carries them out. Keeping it free of
 //! I/O makes every routing rule testable on its own.
 //!
 //! Rules:
@@ -42,27 +42,15 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use mcpapp_manifest::Era;
 use serde_json::value::RawValue;
 
-use crate::era::{self, Era, META_SUBSCRIPTION_ID};
+use crate::era::{self, META_SUBSCRIPTION_ID};
+pub(crate) use crate::link::{Origin, RequestKey as Key};
 use crate::raw::{MessageKind, RawMessage, raw_json, raw_string};
 
 /// Identifies a port within one upstream session.
 pub(crate) type PortId = u64;
-
-/// A request id as its raw JSON text (`7` and `"7"` differ).
-pub(crate) type Key = String;
-
-/// Where an upstream message arrived.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Origin {
-    /// The child's stdout: no association with any request.
-    Stdio,
-    /// The HTTP session's standalone GET stream.
-    Get,
-    /// The HTTP response stream of the request with this upstream id.
-    Post(Key),
-}
 
 /// Capabilities a port declared: in its `initialize` (legacy) or in its request (modern).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

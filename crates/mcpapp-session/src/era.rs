@@ -11,6 +11,8 @@
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
+use mcpapp_manifest::Era;
+
 use crate::raw::{RawMessage, raw_json, raw_string};
 
 /// The first revision without `initialize`.
@@ -37,21 +39,6 @@ const CACHEABLE: [&str; 6] = [
     "resources/templates/list",
     "resources/read",
 ];
-
-/// Which era a party speaks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) enum Era {
-    /// 2025-11-25 and earlier: a session opened with `initialize`.
-    #[default]
-    Legacy,
-    /// 2026-07-28 and later: self-contained requests.
-    Modern,
-}
-
-/// Whether a protocol version belongs to the modern era (versions are dates).
-pub(crate) fn is_modern(version: &str) -> bool {
-    version >= MODERN
-}
 
 fn meta_string(message: &RawMessage, key: &str) -> Option<String> {
     message
@@ -216,20 +203,11 @@ pub(crate) fn initialize_from_discover(
     to_raw(&result)
 }
 
-/// What a `server/discover` probe's answer says about the server.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Probe {
-    /// It speaks 2026-07-28.
-    Modern,
-    /// It does not; talk to it with `initialize`.
-    Legacy,
-}
-
 /// Reads the answer to a `server/discover` at 2026-07-28 (the spec's rules for dual-era
 /// clients): a result that lists 2026-07-28, or an unsupported-version error that does, is
 /// modern; anything else (a result or error without it, method not found, a refusal over
 /// HTTP, garbage) is legacy.
-pub(crate) fn classify_probe(answer: &RawMessage) -> Probe {
+pub(crate) fn classify_probe(answer: &RawMessage) -> Era {
     let lists_modern = |path: &[&str]| {
         answer
             .path(path)
@@ -239,9 +217,9 @@ pub(crate) fn classify_probe(answer: &RawMessage) -> Probe {
     if lists_modern(&["result", "supportedVersions"])
         || lists_modern(&["error", "data", "supported"])
     {
-        Probe::Modern
+        Era::Modern
     } else {
-        Probe::Legacy
+        Era::Legacy
     }
 }
 
@@ -395,18 +373,18 @@ mod tests {
     fn probe_answers_are_classified_as_the_spec_says() {
         let modern =
             msg(r#"{"jsonrpc":"2.0","id":"p","result":{"supportedVersions":["2026-07-28"]}}"#);
-        assert_eq!(classify_probe(&modern), Probe::Modern);
+        assert_eq!(classify_probe(&modern), Era::Modern);
         let modern_error = msg(
             r#"{"jsonrpc":"2.0","id":"p","error":{"code":-32022,"message":"x","data":{"supported":["2025-11-25","2026-07-28"]}}}"#,
         );
-        assert_eq!(classify_probe(&modern_error), Probe::Modern);
+        assert_eq!(classify_probe(&modern_error), Era::Modern);
         for legacy in [
             r#"{"jsonrpc":"2.0","id":"p","error":{"code":-32022,"message":"x","data":{"supported":["2025-11-25"]}}}"#,
             r#"{"jsonrpc":"2.0","id":"p","error":{"code":-32601,"message":"no"}}"#,
             r#"{"jsonrpc":"2.0","id":"p","error":{"code":-32603,"message":"the app answered HTTP 400"}}"#,
             r#"{"jsonrpc":"2.0","id":"p","result":{}}"#,
         ] {
-            assert_eq!(classify_probe(&msg(legacy)), Probe::Legacy, "{legacy}");
+            assert_eq!(classify_probe(&msg(legacy)), Era::Legacy, "{legacy}");
         }
     }
 

@@ -29,15 +29,18 @@ pub(crate) const UI_EXTENSION: &str = "io.modelcontextprotocol/ui";
 
 /// A list the server announced as changed, for the supervisor to re-enumerate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Notice {
+pub enum Notice {
+    /// The tool list changed.
     Tools,
+    /// The resource list (or the templates) changed.
     Resources,
+    /// The prompt list changed.
     Prompts,
 }
 
 /// The handler behind the gateway's rmcp client for one app.
 #[derive(Clone)]
-pub(crate) struct GatewayClient {
+pub struct GatewayClient {
     app_id: String,
     notices: mpsc::UnboundedSender<Notice>,
     causes: Causes,
@@ -54,7 +57,10 @@ impl std::fmt::Debug for GatewayClient {
 }
 
 impl GatewayClient {
-    pub(crate) fn new(
+    /// The handler for `app_id`'s session: list changes go to `notices`; elicitations the
+    /// gateway's own calls cause go to `elicitor` (declined without one), with the chat
+    /// session `causes` knows for the request that caused them.
+    pub fn new(
         app_id: String,
         notices: mpsc::UnboundedSender<Notice>,
         causes: Causes,
@@ -76,7 +82,7 @@ pub(crate) fn client_info() -> ClientConfig {
     let mut ui = serde_json::Map::new();
     ui.insert(
         "mimeTypes".to_owned(),
-        serde_json::json!([crate::descriptors::MCP_APP_MIME]),
+        serde_json::json!([mcpapp_manifest::MCP_APP_MIME_TYPE]),
     );
     let mut extensions = std::collections::BTreeMap::new();
     extensions.insert(UI_EXTENSION.to_owned(), ui);
