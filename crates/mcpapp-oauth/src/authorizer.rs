@@ -397,27 +397,23 @@ impl AppInner {
 
     /// The server wants authorization the gateway cannot supply: find its authorization server
     /// and wait for the user.
-    async fn challenged(&self, challenge: Option<Challenge>) -> Next {
+    /// `had_grant`: the rejected request carried a token (so the grant ended, rather than
+    /// never existed).
+    async fn challenged(&self, challenge: Option<Challenge>, had_grant: bool) -> Next {
         *lock(&self.last_challenge) = challenge.as_ref().map(|c| c.header.clone());
         let previous = self.state().issuer().map(str::to_owned);
-        let had_token = {
+        {
             let mut session = self.session.lock().await;
-            let had = self
-                .token
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .is_some();
             if let Err(err) = self.drop_tokens(&mut session).await {
                 return Next::Fail(err.into());
             }
-            had
-        };
+        }
         let header = challenge.as_ref().map(|c| c.header.as_str());
         match flow::discover(&self.app, &self.server_url, header).await {
             Ok(found) => {
                 let reason = match previous {
                     Some(previous) if previous != found.issuer => NeedsReason::IssuerChanged,
-                    _ if had_token => NeedsReason::Expired,
+                    _ if had_grant => NeedsReason::Expired,
                     _ => NeedsReason::NotConnected,
                 };
                 tracing::info!(app = %self.app, issuer = %found.issuer, "the app needs OAuth authorization");
@@ -641,7 +637,7 @@ impl AppAuthorizer {
             },
             _ => {}
         }
-        inner.challenged(challenge).await
+        inner.challenged(challenge, used.is_some()).await
     }
 
     /// Tells the authorizer a request with the token went through (so the step-up bound

@@ -402,7 +402,17 @@ impl OAuthClient {
     /// [`CallbackError`]; its message never includes the code.
     pub async fn complete(&self, params: &CallbackParams) -> Result<Completed, CallbackError> {
         let state = params.state.as_deref().ok_or(CallbackError::MissingState)?;
-        let flow = self.core.flows.take(state, self.core.clock.now())?;
+        let flow = match self.core.flows.take(state, self.core.clock.now()) {
+            Ok(flow) => flow,
+            Err(err) => {
+                if let CallbackError::Expired { app, .. } = &err
+                    && let Some(authorizer) = self.apps().get(app)
+                {
+                    authorizer.inner.flow_failed();
+                }
+                return Err(err);
+            }
+        };
         let authorizer = self.apps().get(&flow.app).cloned();
         let result = self
             .exchange(params, state, flow, authorizer.as_ref())

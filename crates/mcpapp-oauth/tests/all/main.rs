@@ -5,5 +5,10 @@
 // Test code: panicking with a clear message is the right response to a broken expectation.
 #![allow(clippy::unwrap_used)]
 
+mod callback;
 mod flow;
+mod persist;
+mod refresh;
+mod secrets;
+mod step_up;
 mod support;

@@ -147,6 +147,7 @@ pub(crate) enum Refused {
     /// The authorizer's verdict after a rejection (never `Retry`).
     Next(Next),
     /// `bearer()` refused.
+    #[expect(dead_code, reason = "read through Debug in assertion messages")]
     Bearer(mcpapp_oauth::AuthorizeError),
 }
 
