@@ -61,10 +61,6 @@ async fn revoke(
 ) -> Result<(), String> {
     let url = check_authorization_url(endpoint)
         .map_err(|reason| format!("the revocation endpoint is refused: {reason}"))?;
-    let mut form = form_urlencoded::Serializer::new(String::new());
-    form.append_pair("token", token)
-        .append_pair("token_type_hint", hint);
-    let mut request = http.post(url);
     let use_post = client
         .auth_methods
         .iter()
@@ -73,34 +69,48 @@ async fn revoke(
             .auth_methods
             .iter()
             .any(|m| m == "client_secret_basic");
-    match &client.secret {
-        Some(secret) if !use_post => {
-            // RFC 6749 §2.3.1: both parts form-encoded before the Basic encoding.
-            let encode =
-                |text: &str| form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
-            let credentials = format!("{}:{}", encode(&client.client_id), encode(secret.expose()));
-            let mut value = reqwest::header::HeaderValue::from_str(&format!(
-                "Basic {}",
-                STANDARD.encode(credentials)
-            ))
-            .map_err(|_| "the client credentials cannot go in a header".to_owned())?;
-            value.set_sensitive(true);
-            request = request.header(reqwest::header::AUTHORIZATION, value);
+    // The form is built before any await: its serializer cannot cross threads.
+    let (body, basic) = {
+        let mut form = form_urlencoded::Serializer::new(String::new());
+        form.append_pair("token", token)
+            .append_pair("token_type_hint", hint);
+        let mut basic = None;
+        match &client.secret {
+            Some(secret) if !use_post => {
+                // RFC 6749 §2.3.1: both parts form-encoded before the Basic encoding.
+                let encode = |text: &str| {
+                    form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>()
+                };
+                let credentials =
+                    format!("{}:{}", encode(&client.client_id), encode(secret.expose()));
+                let mut value = reqwest::header::HeaderValue::from_str(&format!(
+                    "Basic {}",
+                    STANDARD.encode(credentials)
+                ))
+                .map_err(|_| "the client credentials cannot go in a header".to_owned())?;
+                value.set_sensitive(true);
+                basic = Some(value);
+            }
+            Some(secret) => {
+                form.append_pair("client_id", &client.client_id)
+                    .append_pair("client_secret", secret.expose());
+            }
+            None => {
+                form.append_pair("client_id", &client.client_id);
+            }
         }
-        Some(secret) => {
-            form.append_pair("client_id", &client.client_id)
-                .append_pair("client_secret", secret.expose());
-        }
-        None => {
-            form.append_pair("client_id", &client.client_id);
-        }
+        (form.finish(), basic)
+    };
+    let mut request = http.post(url);
+    if let Some(value) = basic {
+        request = request.header(reqwest::header::AUTHORIZATION, value);
     }
     let response = request
         .header(
             reqwest::header::CONTENT_TYPE,
             "application/x-www-form-urlencoded",
         )
-        .body(form.finish())
+        .body(body)
         .send()
         .await
         .map_err(|err| relay(err.without_url()))?;

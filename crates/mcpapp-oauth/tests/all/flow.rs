@@ -225,3 +225,30 @@ async fn an_app_whose_entry_refuses_oauth_fails_clearly() {
     assert!(app.authorization_url().await.is_err());
     assert_eq!(harness.count("authorize").await, 0);
 }
+
+/// The HTTP link and the host call these from spawned tasks: the handles and their futures
+/// must be `Send` (and the handles `Sync`).
+#[test]
+fn the_handles_and_their_futures_can_cross_threads() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: T) {}
+    let dir = tempfile::tempdir().unwrap();
+    let clock = std::sync::Arc::new(crate::support::ManualClock::default());
+    let client = Harness::client_on(&dir, clock, None);
+    let app = client
+        .app(
+            mcpapp_manifest::AppId::new("crm").unwrap(),
+            url::Url::parse("http://127.0.0.1:9/mcp").unwrap(),
+            AppSettings::new(),
+        )
+        .unwrap();
+    send_sync(&client);
+    send_sync(&app);
+    let headers = http::HeaderMap::new();
+    send(app.bearer());
+    send(app.on_rejected(None, http::StatusCode::UNAUTHORIZED, &headers));
+    send(app.authorization_url());
+    send(app.disconnect());
+    send(client.complete(&mcpapp_oauth::CallbackParams::default()));
+    send(client.forget(app.app()));
+}
