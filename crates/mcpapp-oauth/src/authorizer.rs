@@ -19,12 +19,12 @@ use tokio::sync::watch;
 use url::Url;
 
 use crate::checks::{Challenge, bearer_challenge, refresh_at};
-use crate::client::{AuthorizationUrl, Core, PendingFlow};
 use crate::error::{AuthorizeError, StoreError};
 use crate::flow::{self, FlowContext, ResumeError, describe};
 use crate::revoke::{RevokingClient, revoke_all};
 use crate::secret::Bearer;
 use crate::settings::AppSettings;
+use crate::shared::{AuthorizationUrl, Completed, Core, PendingFlow};
 use crate::state::{
     AuthEvent, AuthMachine, AuthState, MAX_AUTHORIZATIONS_WITHOUT_SUCCESS, NeedsReason, Verdict,
 };
@@ -459,10 +459,7 @@ impl AppInner {
     }
 
     /// Tokens came from `flow`'s exchange (saved by rmcp into the store): use them.
-    pub(crate) async fn granted(
-        &self,
-        flow: PendingFlow,
-    ) -> Result<crate::Completed, AuthorizeError> {
+    pub(crate) async fn granted(&self, flow: PendingFlow) -> Result<Completed, AuthorizeError> {
         let mut session = self.session.lock().await;
         let issuer = flow.issuer.clone();
         let server_url = self.server_url.to_string();
@@ -503,7 +500,7 @@ impl AppInner {
             issuer: issuer.clone(),
             scopes: scopes.clone(),
         });
-        Ok(crate::Completed {
+        Ok(Completed {
             app: self.app.clone(),
             issuer,
             scopes,
