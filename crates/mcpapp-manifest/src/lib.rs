@@ -43,7 +43,7 @@ mod validate;
 pub use config::{
     ConfigDocument, ConfigSection, DEFAULT_DISCOVERY_PATH, DEFAULT_INHERIT_ENVIRONMENT,
     DEFAULT_MAX_MANIFEST_BYTES, GATEWAY_CREDENTIAL_ENV, McpAppEntryConfig, McpAppsConfig,
-    ParsedSection, ROOT_SECTION_NAME, SECTION_NAME, SupervisionConfig,
+    OAuthEntryConfig, ParsedSection, ROOT_SECTION_NAME, SECTION_NAME, SupervisionConfig,
 };
 pub use document::{Position, closest_match};
 pub use error::{Finding, ParseError, Severity};
