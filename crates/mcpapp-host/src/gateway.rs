@@ -94,6 +94,7 @@ pub struct GatewayBuilder {
     configure: Option<ConfigureHost>,
     watch: bool,
     source: Option<ConfigSource>,
+    secrets: Option<Arc<dyn mcpapp_manifest::SecretResolver>>,
 }
 
 /// A last change to the host's configuration (see [`GatewayBuilder::configure_host`]).
@@ -167,6 +168,12 @@ impl GatewayBuilder {
     /// last good configuration. Without it, reloads scan with the builder's discovery.
     pub fn config_source(mut self, source: ConfigSource) -> Self {
         self.source = Some(source);
+        self
+    }
+
+    /// Where apps' `secret:NAME` values come from (the secret store `install` writes).
+    pub fn secrets(mut self, secrets: Arc<dyn mcpapp_manifest::SecretResolver>) -> Self {
+        self.secrets = Some(secrets);
         self
     }
 
@@ -251,6 +258,9 @@ impl GatewayBuilder {
         }
         if let Some(policy) = self.policy {
             supervisor = supervisor.policy(policy);
+        }
+        if let Some(secrets) = self.secrets {
+            supervisor = supervisor.secrets(secrets);
         }
         let supervisor = supervisor.build();
         let registry = ToolRegistry::new();
@@ -430,6 +440,7 @@ impl Gateway {
             configure: None,
             watch: false,
             source: None,
+            secrets: None,
         }
     }
 
