@@ -415,7 +415,9 @@ impl Installer {
             .filter(|k| !k.starts_with(INPUT_PREFIX))
             .cloned()
             .collect();
-        progress("keeping the secret inputs in the gateway's secret store");
+        if !secret_names.is_empty() {
+            progress("keeping the secret values in the gateway's secret store");
+        }
         undo.secrets = Some(self.inner.secrets.replace(&plan.id, folder, secrets)?);
         if let Some((name, text)) = &plan.descriptor {
             write_atomic(&folder.join(name), text.as_bytes())?;

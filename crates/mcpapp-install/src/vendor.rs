@@ -282,6 +282,7 @@ pub(crate) async fn pypi_install(
             "install",
             "--no-input",
             "--disable-pip-version-check",
+            "--progress-bar=off",
         ]);
         if let Some(index) = index {
             args.push(format!("--index-url={index}/simple").into());

@@ -25,7 +25,10 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     for diagnostic in &loaded.diagnostics {
         warn!("{diagnostic}");
     }
+    // Apps' `secret:` references resolve from the store `install` writes.
+    let secrets = std::sync::Arc::new(crate::config::secret_store(&loaded, &args.config));
     let mut builder = Gateway::builder(loaded.discovery)
+        .secrets(secrets)
         .settings(loaded.gateway)
         .config_source(loaded.source)
         // Hot reload; `Gateway.Watch: false` turns it off.
