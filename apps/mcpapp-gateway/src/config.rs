@@ -52,7 +52,10 @@ pub(crate) fn secret_store(loaded: &Loaded, args: &ConfigArgs) -> mcpapp_install
 }
 
 /// Where `install` puts apps: the first `--path`, else the first configured discovery path.
-pub(crate) fn apps_dir(loaded: &Loaded, args: &ConfigArgs) -> Result<std::path::PathBuf, ConfigError> {
+pub(crate) fn apps_dir(
+    loaded: &Loaded,
+    args: &ConfigArgs,
+) -> Result<std::path::PathBuf, ConfigError> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
     if let Some(first) = args.paths.first() {
         return Ok(cwd.join(first));

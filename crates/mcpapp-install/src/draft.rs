@@ -104,6 +104,26 @@ pub(crate) struct Rendered {
 }
 
 impl Draft {
+    /// Marks secret every input used in a value that is secret (a header named like a
+    /// credential, an environment variable declared secret), so that its raw value is kept
+    /// in the secret store too and asked for without echo.
+    pub(crate) fn mark_secret_inputs(&mut self) {
+        let values: Vec<&Valued> = match &self.launch {
+            Launch::Stdio { env, .. } => env.iter().collect(),
+            Launch::Http { headers, .. } => headers.iter().collect(),
+        };
+        let keys: Vec<String> = values
+            .iter()
+            .filter(|v| v.secret)
+            .flat_map(|v| v.value.inputs().map(str::to_owned))
+            .collect();
+        for input in &mut self.inputs {
+            if keys.contains(&input.key) {
+                input.secret = true;
+            }
+        }
+    }
+
     /// Whether a value built from `template` must be kept secret.
     fn is_secret(&self, template: &Template) -> bool {
         template

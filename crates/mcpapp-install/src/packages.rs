@@ -140,14 +140,12 @@ pub(crate) struct PypiVersion {
 struct PypiDocument {
     info: PypiInfo,
     #[serde(default)]
-    urls: Vec<PypiFile>,
+    releases: BTreeMap<String, Vec<PypiFile>>,
 }
 
 #[derive(Debug, Deserialize)]
 struct PypiInfo {
     version: String,
-    #[serde(default)]
-    yanked: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -156,10 +154,13 @@ struct PypiFile {
     packagetype: String,
     #[serde(default)]
     digests: BTreeMap<String, String>,
+    #[serde(default)]
+    yanked: bool,
 }
 
 /// Looks `name` up on PyPI (its JSON API at `base`) and resolves `version` (the newest
-/// release when absent).
+/// release when absent). The project's document lists every release with its files, so one
+/// request answers for any version.
 pub(crate) async fn pypi_resolve(
     http: &Http,
     base: &str,
@@ -167,32 +168,17 @@ pub(crate) async fn pypi_resolve(
     version: Option<&str>,
 ) -> Result<PypiVersion, InstallError> {
     let base = base.trim_end_matches('/');
-    let url = match version {
-        Some(v) => format!("{base}/pypi/{name}/{v}/json"),
-        None => format!("{base}/pypi/{name}/json"),
-    };
+    let url = format!("{base}/pypi/{name}/json");
     let body = match http
         .get(&url, "application/json", MAX_DOCUMENT_BYTES)
         .await?
     {
         Got::Body(body) => body,
         Got::Status(404) => {
-            // Name the newest release when only the version is missing.
-            let hint = match version {
-                Some(_) => Box::pin(pypi_resolve(http, base, name, None))
-                    .await
-                    .ok()
-                    .map(|latest| format!("; the latest version is {}", latest.version))
-                    .unwrap_or_default(),
-                None => String::new(),
-            };
             return Err(InstallError::NotFound {
-                what: match version {
-                    Some(v) => format!("version {v} of PyPI project {name}"),
-                    None => format!("PyPI project {name}"),
-                },
+                what: format!("PyPI project {name}"),
                 registry: base.to_owned(),
-                hint,
+                hint: String::new(),
             });
         }
         Got::Status(status) => {
@@ -204,24 +190,27 @@ pub(crate) async fn pypi_resolve(
     };
     let text = String::from_utf8_lossy(&body);
     let document: PypiDocument = crate::json::parse(&text, &url)?;
-    if document.info.yanked {
+    let latest = document.info.version;
+    let wanted = version.map_or_else(|| latest.clone(), str::to_owned);
+    let files: Vec<&PypiFile> = document
+        .releases
+        .get(&wanted)
+        .map(|files| files.iter().filter(|f| !f.yanked).collect())
+        .unwrap_or_default();
+    if files.is_empty() {
         return Err(InstallError::NotFound {
-            what: format!(
-                "an installable version {} of PyPI project {name} (it was yanked)",
-                document.info.version
-            ),
+            what: format!("an installable version {wanted} of PyPI project {name}"),
             registry: base.to_owned(),
-            hint: String::new(),
+            hint: format!("; the latest version is {latest}"),
         });
     }
     // The file pip picks on most machines: a pure-Python wheel, else the source archive.
-    let file = document
-        .urls
+    let file = files
         .iter()
         .find(|f| f.packagetype == "bdist_wheel" && f.filename.ends_with("-none-any.whl"))
-        .or_else(|| document.urls.iter().find(|f| f.packagetype == "sdist"));
+        .or_else(|| files.iter().find(|f| f.packagetype == "sdist"));
     Ok(PypiVersion {
-        version: document.info.version,
+        version: wanted,
         integrity: file
             .and_then(|f| f.digests.get("sha256"))
             .map(|h| format!("sha256-{h}")),

@@ -213,7 +213,8 @@ impl Installer {
     /// Any [`InstallError`] about the source; nothing is written.
     pub async fn plan(&self, source: &Source, request: &Request) -> Result<Plan, InstallError> {
         let requested = source.to_string();
-        let (draft, facts) = self.draft_of(source, request).await?;
+        let (mut draft, facts) = self.draft_of(source, request).await?;
+        draft.mark_secret_inputs();
         let id = match &request.id {
             Some(id) => id.clone(),
             None => draft.id_hint.clone(),
@@ -258,6 +259,7 @@ impl Installer {
             let mut draft = bundle.draft(&dir)?;
             draft.notes.extend(plan.draft.notes.clone());
             draft.about.name = draft.about.name.or(Some(plan.name.clone()));
+            draft.mark_secret_inputs();
             plan.inputs = draft.inputs.clone();
             plan.draft = draft;
         }
@@ -469,6 +471,7 @@ impl Installer {
                             .await?;
                         merge_package(&mut draft, package);
                         facts.integrity = package_facts.integrity;
+                        facts.registry = package_facts.registry;
                     }
                     Runtime::Pypi {
                         name,
@@ -480,6 +483,7 @@ impl Installer {
                             .await?;
                         merge_package(&mut draft, package);
                         facts.integrity = package_facts.integrity;
+                        facts.registry = package_facts.registry;
                     }
                     Runtime::None | Runtime::Bundle(_) => {}
                 }

@@ -398,12 +398,8 @@ impl ServerDocument {
         let mut args = Vec::new();
         for (i, argument) in package.package_arguments.iter().enumerate() {
             args.push(
-                argument_group(
-                    argument,
-                    &at(&format!("packageArguments[{i}]")),
-                    &mut inputs,
-                )
-                .map_err(|m| self.error(&at(&format!("packageArguments[{i}]")), m))?,
+                argument_group(argument, &mut inputs)
+                    .map_err(|m| self.error(&at(&format!("packageArguments[{i}]")), m))?,
             );
         }
         let env = package
@@ -539,25 +535,28 @@ fn value_template(key: &str, def: &InputDef, inputs: &mut Vec<Input>) -> Templat
     }
 }
 
+/// The input an argument repeats over (its own, when it is repeated and takes a value of its
+/// own), marked as taking several values.
+fn repeated(argument: &Argument, key: &str, inputs: &mut [Input]) -> Option<String> {
+    if !argument.is_repeated || argument.input.value.is_some() {
+        return None;
+    }
+    let input = inputs.iter_mut().find(|i| i.key == key)?;
+    input.repeated = true;
+    Some(key.to_owned())
+}
+
 /// One package argument as an argument group.
-fn argument_group(
-    argument: &Argument,
-    field: &str,
-    inputs: &mut Vec<Input>,
-) -> Result<ArgGroup, String> {
+fn argument_group(argument: &Argument, inputs: &mut Vec<Input>) -> Result<ArgGroup, String> {
     let def = &argument.input;
     match argument.kind.as_str() {
         "positional" => {
-            let key = argument
-                .value_hint
-                .clone()
-                .or_else(|| def.value.is_none().then(|| format!("arg-{field}")))
-                .unwrap_or_default();
+            let key = argument.value_hint.clone().unwrap_or_default();
             if def.value.is_none() && argument.value_hint.is_none() {
                 return Err("a positional argument needs a value or a valueHint".to_owned());
             }
             let template = value_template(&key, def, inputs);
-            let repeat = (argument.is_repeated && def.value.is_none()).then(|| key.clone());
+            let repeat = repeated(argument, &key, inputs);
             Ok(ArgGroup {
                 items: vec![template],
                 repeat,
@@ -582,7 +581,7 @@ fn argument_group(
                 .clone()
                 .unwrap_or_else(|| flag.trim_start_matches('-').to_owned());
             let template = value_template(&key, def, inputs);
-            let repeat = (argument.is_repeated && def.value.is_none()).then(|| key.clone());
+            let repeat = repeated(argument, &key, inputs);
             Ok(ArgGroup {
                 items: vec![Template::text(flag), template],
                 repeat,

@@ -75,9 +75,7 @@ fn installer(config: &ConfigArgs, how: Option<&HowArgs>) -> Result<Installer, Fa
                 "vendor" => Mode::Vendor,
                 "run" => Mode::Run,
                 other => {
-                    return Err(usage(anyhow::anyhow!(
-                        "--mode {other}: use vendor or run"
-                    )));
+                    return Err(usage(anyhow::anyhow!("--mode {other}: use vendor or run")));
                 }
             })
             .probe(!how.no_probe)
@@ -234,7 +232,11 @@ pub(crate) async fn install(args: &InstallArgs) -> Result<ExitCode, Failure> {
     )?;
     if let Some(probe) = &installed.probe {
         match &probe.ui_resource_uri {
-            Some(uri) => writeln!(out, "it started, with {} tools and an MCP App view ({uri})", probe.tools)?,
+            Some(uri) => writeln!(
+                out,
+                "it started, with {} tools and an MCP App view ({uri})",
+                probe.tools
+            )?,
             None => writeln!(out, "it started, with {} tools", probe.tools)?,
         }
     }
@@ -336,7 +338,13 @@ pub(crate) async fn installed(args: &InstalledArgs) -> Result<ExitCode, Failure>
             .iter()
             .zip(widths)
             .enumerate()
-            .map(|(i, (cell, w))| if i == 4 { cell.clone() } else { format!("{cell:<w$}") })
+            .map(|(i, (cell, w))| {
+                if i == 4 {
+                    cell.clone()
+                } else {
+                    format!("{cell:<w$}")
+                }
+            })
             .collect();
         writeln!(out, "{}", line.join("  "))?;
     }
