@@ -95,6 +95,7 @@ pub struct GatewayBuilder {
     watch: bool,
     source: Option<ConfigSource>,
     secrets: Option<Arc<dyn mcpapp_manifest::SecretResolver>>,
+    installer: Option<mcpapp_install::Installer>,
 }
 
 /// A last change to the host's configuration (see [`GatewayBuilder::configure_host`]).
@@ -174,6 +175,12 @@ impl GatewayBuilder {
     /// Where apps' `secret:NAME` values come from (the secret store `install` writes).
     pub fn secrets(mut self, secrets: Arc<dyn mcpapp_manifest::SecretResolver>) -> Self {
         self.secrets = Some(secrets);
+        self
+    }
+
+    /// Serves the page's "Add apps" view with `installer`.
+    pub fn installer(mut self, installer: mcpapp_install::Installer) -> Self {
+        self.installer = Some(installer);
         self
     }
 
@@ -294,6 +301,9 @@ impl GatewayBuilder {
             .with_discovery(self.discovery);
         if let Some(source) = self.source {
             parts = parts.with_config_source(source);
+        }
+        if let Some(installer) = self.installer {
+            parts = parts.with_installer(installer);
         }
         let parts = parts
             .with_diagnostics(diagnostics)
@@ -441,6 +451,7 @@ impl Gateway {
             watch: false,
             source: None,
             secrets: None,
+            installer: None,
         }
     }
 

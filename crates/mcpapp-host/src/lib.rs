@@ -61,6 +61,7 @@ mod csp;
 mod elicitation;
 mod error;
 mod events;
+mod extensions;
 mod gateway;
 mod health;
 mod intake;
@@ -195,7 +196,8 @@ impl Host {
                 post(proxy::post).get(proxy::get).delete(proxy::delete),
             )
             .route("/mcp", post(mcp::post).get(mcp::get).delete(mcp::delete))
-            .with_state(self.state.clone())
+            .with_state(self.state.clone());
+        let api = extensions::merge(api, self.state.parts.installer.clone())
             // Every route reads its body through intake: one limit, answered in the route's
             // own language; axum's own (smaller) default limit then has nothing to add.
             .layer(axum::extract::DefaultBodyLimit::disable())

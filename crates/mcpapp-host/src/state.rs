@@ -38,6 +38,9 @@ pub struct HostParts {
     /// Asks chat pages the elicitations of the agent's calls; it must also be the
     /// supervisor's elicitor for any to arrive (the gateway wires both).
     pub elicitations: ElicitationBroker,
+    /// Installs apps for the page's "Add apps" view (`/installer/…`); without it those
+    /// routes are absent.
+    pub installer: Option<mcpapp_install::Installer>,
 }
 
 impl std::fmt::Debug for HostParts {
@@ -57,6 +60,7 @@ impl HostParts {
             config_source: None,
             diagnostics: None,
             elicitations: ElicitationBroker::new(),
+            installer: None,
         }
     }
 
@@ -79,6 +83,13 @@ impl HostParts {
     #[must_use]
     pub fn with_elicitations(mut self, broker: ElicitationBroker) -> Self {
         self.elicitations = broker;
+        self
+    }
+
+    /// Serves the "Add apps" view's routes with `installer`.
+    #[must_use]
+    pub fn with_installer(mut self, installer: mcpapp_install::Installer) -> Self {
+        self.installer = Some(installer);
         self
     }
 

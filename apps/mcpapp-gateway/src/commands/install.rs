@@ -91,6 +91,26 @@ fn installer(config: &ConfigArgs, how: Option<&HowArgs>) -> Result<Installer, Fa
     builder.build().map_err(usage)
 }
 
+/// The installer of `serve`'s "Add apps" view: apps go where `install` puts them, with the
+/// same secret store and package caches (`MCPAPP_INSTALL_CACHE`).
+pub(crate) fn for_serve(
+    loaded: &crate::config::Loaded,
+    config: &ConfigArgs,
+    secrets: mcpapp_install::SecretStore,
+) -> anyhow::Result<Installer> {
+    let apps_dir = crate::config::apps_dir(loaded, config)?;
+    Ok(Installer::builder(apps_dir, secrets)
+        .config(loaded.discovery.config().clone())
+        .discovery(loaded.discovery.clone())
+        .vendor_options(VendorOptions {
+            allow_scripts: false,
+            cache_dir: std::env::var_os("MCPAPP_INSTALL_CACHE")
+                .filter(|v| !v.is_empty())
+                .map(std::path::PathBuf::from),
+        })
+        .build()?)
+}
+
 /// `KEY=VALUE` pairs.
 fn pairs(set: &[String]) -> Result<Vec<(String, String)>, Failure> {
     set.iter()

@@ -26,9 +26,11 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         warn!("{diagnostic}");
     }
     // Apps' `secret:` references resolve from the store `install` writes.
-    let secrets = std::sync::Arc::new(crate::config::secret_store(&loaded, &args.config));
+    let store = crate::config::secret_store(&loaded, &args.config);
+    // The page's "Add apps" view installs into the first discovery path, like `install`.
+    let installer = super::install::for_serve(&loaded, &args.config, store.clone());
     let mut builder = Gateway::builder(loaded.discovery)
-        .secrets(secrets)
+        .secrets(std::sync::Arc::new(store))
         .settings(loaded.gateway)
         .config_source(loaded.source)
         // Hot reload; `Gateway.Watch: false` turns it off.
@@ -36,6 +38,10 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         .token(std::env::var("MCPAPP_TOKEN").ok())
         .model(mcpapp_agent::model_from_env()?)
         .drain(DRAIN);
+    match installer {
+        Ok(installer) => builder = builder.installer(installer),
+        Err(err) => warn!("the page cannot install apps: {err}"),
+    }
     if let Some(bind) = &args.bind {
         let addr: SocketAddr = bind
             .parse()
