@@ -35,11 +35,14 @@ const JOBS_KEPT: usize = 64;
 /// Progress lines kept per job.
 const LINES_KEPT: usize = 400;
 
+/// A job shared by its task and the page's polls.
+type SharedJob = Arc<Mutex<Job>>;
+
 #[derive(Clone)]
 struct Extensions {
     installer: Installer,
     plans: Arc<Mutex<VecDeque<(String, Plan)>>>,
-    jobs: Arc<Mutex<VecDeque<(String, Arc<Mutex<Job>>)>>>,
+    jobs: Arc<Mutex<VecDeque<(String, SharedJob)>>>,
 }
 
 #[derive(Debug, Default)]
@@ -289,7 +292,7 @@ async fn start_job(State(ext): State<Extensions>, Json(body): Json<JobBody>) -> 
         jobs.push_back((job_id.clone(), job.clone()));
     }
     info!(job = %job_id, "installer job started");
-    let installer = ext.installer.clone();
+    let installer = ext.installer;
     tokio::spawn(async move {
         let progress = {
             let job = job.clone();

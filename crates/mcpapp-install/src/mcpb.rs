@@ -225,101 +225,11 @@ impl Bundle {
                 "its SHA-256 is {sha256}, not the expected {expected}; it was not opened"
             )));
         }
-        let mut archive = zip::ZipArchive::new(Cursor::new(bytes.as_slice()))
-            .map_err(|e| refuse(format!("not a ZIP file: {e}")))?;
-        if archive.len() > limits.max_entries {
-            return Err(refuse(format!(
-                "it has {} entries, more than the limit of {}",
-                archive.len(),
-                limits.max_entries
-            )));
-        }
-        let mut total: u64 = 0;
-        let mut seen = std::collections::HashSet::new();
-        let mut manifest_text = None;
-        for index in 0..archive.len() {
-            let entry = archive
-                .by_index_raw(index)
-                .map_err(|e| refuse(format!("entry {index} cannot be read: {e}")))?;
-            let name = String::from_utf8_lossy(entry.name_raw()).into_owned();
-            let relative =
-                safe_path(&name).map_err(|why| refuse(format!("entry '{name}' {why}")))?;
-            check_mode(entry.unix_mode(), entry.is_dir())
-                .map_err(|why| refuse(format!("entry '{name}' is {why}")))?;
-            if !seen.insert(relative.clone()) {
-                return Err(refuse(format!("entry '{name}' appears twice")));
-            }
-            total = total.saturating_add(entry.size());
-            if total > limits.max_unpacked_bytes {
-                return Err(refuse(format!(
-                    "it unpacks to more than the limit of {} bytes",
-                    limits.max_unpacked_bytes
-                )));
-            }
-            if relative == Path::new("manifest.json") {
-                if entry.size() > 4 * 1024 * 1024 {
-                    return Err(refuse("its manifest.json is larger than 4 MiB".to_owned()));
-                }
-                drop(entry);
-                let mut entry = archive
-                    .by_index(index)
-                    .map_err(|e| refuse(format!("manifest.json cannot be read: {e}")))?;
-                let mut text = String::new();
-                entry
-                    .by_ref()
-                    .take(4 * 1024 * 1024 + 1)
-                    .read_to_string(&mut text)
-                    .map_err(|e| refuse(format!("manifest.json is not UTF-8 text: {e}")))?;
-                manifest_text = Some(text);
-            }
-        }
-        let manifest_text = manifest_text
+        let manifest_text = check_entries(&bytes, limits, &refuse)?
             .ok_or_else(|| refuse("it has no manifest.json at its root".to_owned()))?;
         let label = format!("{file}!/manifest.json");
         let manifest: McpbManifest = parse(&manifest_text, &label)?;
-        let located = Located::new(&manifest_text, &label);
-        if manifest.manifest_version.is_none() && manifest.dxt_version.is_none() {
-            return Err(located
-                .error("manifest_version", "manifest_version is missing")
-                .into());
-        }
-        if let Some(compat) = &manifest.compatibility
-            && !compat.platforms.is_empty()
-            && !compat.platforms.iter().any(|p| p == std::env::consts::OS)
-        {
-            return Err(located
-                .error(
-                    "compatibility.platforms",
-                    format!(
-                        "the bundle runs on {} only, not on {}",
-                        compat.platforms.join(", "),
-                        std::env::consts::OS
-                    ),
-                )
-                .into());
-        }
-        if !["node", "python", "binary", "uv"].contains(&manifest.server.kind.as_str()) {
-            return Err(located
-                .error(
-                    "server.type",
-                    format!(
-                        "server type '{}' is not known (node, python, binary or uv)",
-                        manifest.server.kind
-                    ),
-                )
-                .into());
-        }
-        for (key, config) in &manifest.user_config {
-            if !["string", "number", "boolean", "directory", "file"].contains(&config.kind.as_str())
-            {
-                return Err(located
-                    .error(
-                        &format!("user_config.{key}.type"),
-                        format!("user_config type '{}' is not known", config.kind),
-                    )
-                    .into());
-            }
-        }
+        check_manifest(&manifest, &Located::new(&manifest_text, &label))?;
         Ok(Self {
             bytes,
             file: file.to_owned(),
@@ -378,34 +288,7 @@ impl Bundle {
         let manifest = &self.manifest;
         let label = format!("{}!/manifest.json", self.file);
         let located = Located::new(&self.manifest_text, &label);
-        let mut inputs = Vec::new();
-        for (key, config) in &manifest.user_config {
-            let mut input = Input::new(key.clone());
-            input.title = config.title.clone();
-            input.description = config.description.clone();
-            input.kind = match config.kind.as_str() {
-                "number" => InputKind::Number,
-                "boolean" => InputKind::Boolean,
-                "directory" => InputKind::Directory,
-                "file" => InputKind::File,
-                _ => InputKind::String,
-            };
-            input.required = config.required;
-            input.secret = config.sensitive;
-            input.repeated = config.multiple;
-            input.min = config.min;
-            input.max = config.max;
-            input.default = config.default.as_ref().and_then(|d| match d {
-                serde_json::Value::String(s) => Some(substitute_home(s)),
-                serde_json::Value::Number(n) => Some(n.to_string()),
-                serde_json::Value::Bool(b) => Some(b.to_string()),
-                serde_json::Value::Array(items) => {
-                    items.first().and_then(|v| v.as_str()).map(substitute_home)
-                }
-                _ => None,
-            });
-            inputs.push(input);
-        }
+        let inputs = self.inputs();
         let config = effective_config(&manifest.server);
         let entry = manifest.server.entry_point.clone();
         let dir = bundle_dir.display().to_string();
@@ -496,6 +379,39 @@ impl Bundle {
         })
     }
 
+    /// `user_config` as inputs.
+    fn inputs(&self) -> Vec<Input> {
+        let mut inputs = Vec::new();
+        for (key, config) in &self.manifest.user_config {
+            let mut input = Input::new(key.clone());
+            input.title = config.title.clone();
+            input.description = config.description.clone();
+            input.kind = match config.kind.as_str() {
+                "number" => InputKind::Number,
+                "boolean" => InputKind::Boolean,
+                "directory" => InputKind::Directory,
+                "file" => InputKind::File,
+                _ => InputKind::String,
+            };
+            input.required = config.required;
+            input.secret = config.sensitive;
+            input.repeated = config.multiple;
+            input.min = config.min;
+            input.max = config.max;
+            input.default = config.default.as_ref().and_then(|d| match d {
+                serde_json::Value::String(s) => Some(substitute_home(s)),
+                serde_json::Value::Number(n) => Some(n.to_string()),
+                serde_json::Value::Bool(b) => Some(b.to_string()),
+                serde_json::Value::Array(items) => {
+                    items.first().and_then(|v| v.as_str()).map(substitute_home)
+                }
+                _ => None,
+            });
+            inputs.push(input);
+        }
+        inputs
+    }
+
     /// The program the bundle's type needs on this machine (`node`, `python3`), if any.
     pub(crate) fn needs_program(&self) -> Option<&'static str> {
         let command = effective_config(&self.manifest.server).command;
@@ -505,6 +421,109 @@ impl Bundle {
             _ => None,
         }
     }
+}
+
+/// Checks every entry of the ZIP file `bytes` (see [`Bundle::open`]); returns the text of its
+/// root `manifest.json`, if it has one.
+fn check_entries(
+    bytes: &[u8],
+    limits: BundleLimits,
+    refuse: &dyn Fn(String) -> InstallError,
+) -> Result<Option<String>, InstallError> {
+    let mut archive = zip::ZipArchive::new(Cursor::new(bytes))
+        .map_err(|e| refuse(format!("not a ZIP file: {e}")))?;
+    if archive.len() > limits.max_entries {
+        return Err(refuse(format!(
+            "it has {} entries, more than the limit of {}",
+            archive.len(),
+            limits.max_entries
+        )));
+    }
+    let mut total: u64 = 0;
+    let mut seen = std::collections::HashSet::new();
+    let mut manifest_text = None;
+    for index in 0..archive.len() {
+        let entry = archive
+            .by_index_raw(index)
+            .map_err(|e| refuse(format!("entry {index} cannot be read: {e}")))?;
+        let name = String::from_utf8_lossy(entry.name_raw()).into_owned();
+        let relative = safe_path(&name).map_err(|why| refuse(format!("entry '{name}' {why}")))?;
+        check_mode(entry.unix_mode(), entry.is_dir())
+            .map_err(|why| refuse(format!("entry '{name}' is {why}")))?;
+        if !seen.insert(relative.clone()) {
+            return Err(refuse(format!("entry '{name}' appears twice")));
+        }
+        total = total.saturating_add(entry.size());
+        if total > limits.max_unpacked_bytes {
+            return Err(refuse(format!(
+                "it unpacks to more than the limit of {} bytes",
+                limits.max_unpacked_bytes
+            )));
+        }
+        if relative == Path::new("manifest.json") {
+            if entry.size() > 4 * 1024 * 1024 {
+                return Err(refuse("its manifest.json is larger than 4 MiB".to_owned()));
+            }
+            drop(entry);
+            let mut entry = archive
+                .by_index(index)
+                .map_err(|e| refuse(format!("manifest.json cannot be read: {e}")))?;
+            let mut text = String::new();
+            entry
+                .by_ref()
+                .take(4 * 1024 * 1024 + 1)
+                .read_to_string(&mut text)
+                .map_err(|e| refuse(format!("manifest.json is not UTF-8 text: {e}")))?;
+            manifest_text = Some(text);
+        }
+    }
+    Ok(manifest_text)
+}
+
+/// What a bundle's manifest must say for the gateway to run it.
+fn check_manifest(manifest: &McpbManifest, located: &Located<'_>) -> Result<(), InstallError> {
+    if manifest.manifest_version.is_none() && manifest.dxt_version.is_none() {
+        return Err(located
+            .error("manifest_version", "manifest_version is missing")
+            .into());
+    }
+    if let Some(compat) = &manifest.compatibility
+        && !compat.platforms.is_empty()
+        && !compat.platforms.iter().any(|p| p == std::env::consts::OS)
+    {
+        return Err(located
+            .error(
+                "compatibility.platforms",
+                format!(
+                    "the bundle runs on {} only, not on {}",
+                    compat.platforms.join(", "),
+                    std::env::consts::OS
+                ),
+            )
+            .into());
+    }
+    if !["node", "python", "binary", "uv"].contains(&manifest.server.kind.as_str()) {
+        return Err(located
+            .error(
+                "server.type",
+                format!(
+                    "server type '{}' is not known (node, python, binary or uv)",
+                    manifest.server.kind
+                ),
+            )
+            .into());
+    }
+    for (key, config) in &manifest.user_config {
+        if !["string", "number", "boolean", "directory", "file"].contains(&config.kind.as_str()) {
+            return Err(located
+                .error(
+                    &format!("user_config.{key}.type"),
+                    format!("user_config type '{}' is not known", config.kind),
+                )
+                .into());
+        }
+    }
+    Ok(())
 }
 
 /// `mcp_config` with this platform's overrides applied.

@@ -94,7 +94,7 @@ fn entries(config: &Config) -> Vec<Value> {
             }
         })
         .collect();
-    out.sort_by(|a, b| key(a).cmp(&key(b)));
+    out.sort_by_key(key);
     let latest: Vec<(String, Vec<u64>)> = out.iter().map(key).fold(
         Vec::new(),
         |mut acc: Vec<(String, Vec<u64>)>, (name, version)| {
@@ -108,18 +108,17 @@ fn entries(config: &Config) -> Vec<Value> {
     for entry in &mut out {
         let (name, version) = key(entry);
         let is_latest = latest.iter().any(|(n, v)| *n == name && *v == version);
-        let meta = entry["_meta"].as_object_mut().map(|m| {
-            m.entry(OFFICIAL)
+        if let Some(official) = entry["_meta"].as_object_mut().and_then(|meta| {
+            meta.entry(OFFICIAL)
                 .or_insert_with(|| json!({}))
                 .as_object_mut()
-                .map(|o| {
-                    o.entry("status").or_insert_with(|| json!("active"));
-                    o.insert("isLatest".into(), json!(is_latest));
-                    o.entry("publishedAt")
-                        .or_insert_with(|| json!("2026-11-30T12:00:00Z"));
-                })
-        });
-        let _ = meta;
+        }) {
+            official.entry("status").or_insert_with(|| json!("active"));
+            official.insert("isLatest".into(), json!(is_latest));
+            official
+                .entry("publishedAt")
+                .or_insert_with(|| json!("2026-11-30T12:00:00Z"));
+        }
     }
     out
 }

@@ -46,11 +46,10 @@ fn ok(output: &Output) -> String {
     stdout(output)
 }
 
-/// A running `serve` whose stderr goes to a file.
+/// A running `serve` whose stderr goes to `serve.log` in its folder.
 struct Served {
     child: Child,
     url: String,
-    log: PathBuf,
 }
 
 impl Drop for Served {
@@ -72,7 +71,6 @@ fn serve(tree: &Tree) -> Served {
     Served {
         child: started.child,
         url: started.url,
-        log,
     }
 }
 

@@ -263,7 +263,7 @@ async fn a_remote_with_url_variables_and_a_secret_header_keeps_the_secret_apart(
         .get("tenant-remote", &installed.folder)
         .unwrap();
     assert_eq!(stored["header-Authorization"], "Bearer r3mote-key");
-    assert_eq!(installed.folder.join("server.json").is_file(), true);
+    assert!(installed.folder.join("server.json").is_file());
 
     let only_sse = json!({"name": "a.b/c", "version": "1", "remotes": [{"type": "sse", "url": "https://x/sse"}]});
     let err = plan(&place, &only_sse.to_string(), PackageChoice::Auto)
