@@ -23,7 +23,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use mcpapp_install::{Installer, PackageChoice, Plan, Request, Source, resolve};
+use mcpapp_install::{Installer, PackageChoice, Plan, Request, Source};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tracing::{info, warn};
@@ -265,7 +265,7 @@ async fn start_job(State(ext): State<Extensions>, Json(body): Json<JobBody>) -> 
                     "no such plan (plan the install again)",
                 );
             };
-            match resolve(&plan.inputs, &kept(&ext.installer, &plan, given), None) {
+            match ext.installer.resolve_values(&plan, given, None) {
                 Ok(values) => Work::Install(Box::new(plan), values),
                 Err(err) => return error(StatusCode::BAD_REQUEST, err.to_string()),
             }
@@ -321,21 +321,6 @@ async fn start_job(State(ext): State<Extensions>, Json(body): Json<JobBody>) -> 
     (StatusCode::ACCEPTED, Json(json!({ "job": job_id }))).into_response()
 }
 
-/// An update's kept values, with the given ones over them.
-fn kept(installer: &Installer, plan: &Plan, given: Vec<(String, String)>) -> Vec<(String, String)> {
-    let mut all: Vec<(String, String)> = match &plan.update_of {
-        Some(app) => installer
-            .kept_values(app)
-            .into_iter()
-            .filter(|(k, _)| !given.iter().any(|(g, _)| g == k))
-            .filter(|(k, _)| plan.inputs.iter().any(|i| &i.key == k))
-            .collect(),
-        None => Vec::new(),
-    };
-    all.extend(given);
-    all
-}
-
 enum Work {
     Install(Box<Plan>, mcpapp_install::Values),
     Update(String, Vec<(String, String)>),
@@ -362,7 +347,8 @@ impl Work {
                     .plan_update(&id, None)
                     .await
                     .map_err(|e| e.to_string())?;
-                let values = resolve(&plan.inputs, &kept(installer, &plan, given), None)
+                let values = installer
+                    .resolve_values(&plan, given, None)
                     .map_err(|e| e.to_string())?;
                 let installed = installer
                     .install(&plan, &values, progress)

@@ -538,6 +538,31 @@ impl Installer {
         }
     }
 
+    /// Values for `plan`'s inputs: for an update or a change of inputs, the values the app
+    /// already has (those of inputs the new version still has), with `given` over them; then
+    /// `prompter` and the defaults, as [`resolve`](crate::resolve) does.
+    ///
+    /// # Errors
+    /// [`InputError`](crate::InputError) as [`resolve`](crate::resolve).
+    pub fn resolve_values(
+        &self,
+        plan: &Plan,
+        given: Vec<(String, String)>,
+        prompter: Option<&mut dyn crate::Prompter>,
+    ) -> Result<Values, crate::InputError> {
+        let mut all: Vec<(String, String)> = match &plan.update_of {
+            Some(app) => self
+                .kept_values(app)
+                .into_iter()
+                .filter(|(k, _)| !given.iter().any(|(g, _)| g == k))
+                .filter(|(k, _)| plan.inputs.iter().any(|i| &i.key == k))
+                .collect(),
+            None => Vec::new(),
+        };
+        all.extend(given);
+        crate::resolve(&plan.inputs, &all, prompter)
+    }
+
     /// The values an installed app was given, to keep them on an update: the inputs in its
     /// manifest and the secret inputs in the store.
     pub fn kept_values(&self, app: &crate::installed::InstalledApp) -> Vec<(String, String)> {

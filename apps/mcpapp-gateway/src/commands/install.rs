@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use mcpapp_install::{
     Input, InputKind, InstallError, Installer, Mode, PackageChoice, Plan, Prompter, Request,
-    Source, VendorOptions, resolve,
+    Source, VendorOptions,
 };
 
 use crate::cli::{ConfigArgs, HowArgs, InstallArgs, InstalledArgs, UninstallArgs, UpdateArgs};
@@ -185,24 +185,13 @@ fn values(
     set: &[String],
 ) -> Result<mcpapp_install::Values, Failure> {
     let given = pairs(set)?;
-    let mut all: Vec<(String, String)> = match &plan.update_of {
-        Some(app) => installer
-            .kept_values(app)
-            .into_iter()
-            // Given values replace kept ones; inputs the new version dropped are forgotten.
-            .filter(|(k, _)| !given.iter().any(|(g, _)| g == k))
-            .filter(|(k, _)| plan.inputs.iter().any(|i| &i.key == k))
-            .collect(),
-        None => Vec::new(),
-    };
-    all.extend(given);
     let mut terminal = Terminal;
     let prompter: Option<&mut dyn Prompter> = if interactive() {
         Some(&mut terminal)
     } else {
         None
     };
-    Ok(resolve(&plan.inputs, &all, prompter)?)
+    Ok(installer.resolve_values(plan, given, prompter)?)
 }
 
 fn progress(line: &str) {

@@ -43,14 +43,6 @@ pub(crate) fn node_bundle(version: &str) -> Vec<u8> {
     ])
 }
 
-fn values(installer_plan: &mcpapp_install::Plan, set: &[(&str, &str)]) -> mcpapp_install::Values {
-    let given: Vec<(String, String)> = set
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    resolve(&installer_plan.inputs, &given, None).unwrap()
-}
-
 async fn install_file(
     installer: &Installer,
     path: &Path,
@@ -67,7 +59,11 @@ async fn install_file(
             },
         )
         .await?;
-    let values = values(&plan, set);
+    let given: Vec<(String, String)> = set
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let values = installer.resolve_values(&plan, given, None)?;
     installer.install(&plan, &values, &|_| {}).await
 }
 
@@ -123,6 +119,15 @@ async fn a_node_bundle_installs_with_its_secret_kept_apart_and_its_dirname_resol
     assert!(record.integrity.unwrap().starts_with("sha256-"));
     assert!(installed.folder.join("mcpb-manifest.json").is_file());
     assert!(place.files_containing(secret).is_empty());
+
+    // Installing the same source again with --set changes a value and keeps the others.
+    let first = secret;
+    let secret = "tiny-k3y-2b7e4";
+    let again = install_file(&installer, &file, None, &[("api_key", secret)])
+        .await
+        .unwrap();
+    assert_eq!(again.previous_version.as_deref(), Some("1.0.0"));
+    assert!(place.files_containing(first).is_empty() && place.files_containing(secret).is_empty());
 
     // Started as the gateway starts it, the app gets the value; its folder is ${__dirname}.
     let supervisor = place.start().await;
