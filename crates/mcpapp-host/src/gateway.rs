@@ -97,6 +97,8 @@ pub struct GatewayBuilder {
     configure: Option<ConfigureHost>,
     watch: bool,
     source: Option<ConfigSource>,
+    secrets: Option<Arc<dyn mcpapp_manifest::SecretResolver>>,
+    installer: Option<mcpapp_install::Installer>,
 }
 
 /// A last change to the host's configuration (see [`GatewayBuilder::configure_host`]).
@@ -173,6 +175,18 @@ impl GatewayBuilder {
         self
     }
 
+    /// Where apps' `secret:NAME` values come from (the secret store `install` writes).
+    pub fn secrets(mut self, secrets: Arc<dyn mcpapp_manifest::SecretResolver>) -> Self {
+        self.secrets = Some(secrets);
+        self
+    }
+
+    /// Serves the page's "Add apps" view with `installer`.
+    pub fn installer(mut self, installer: mcpapp_install::Installer) -> Self {
+        self.installer = Some(installer);
+        self
+    }
+
     /// A last say on the host's configuration, after the settings are applied.
     pub fn configure_host(
         mut self,
@@ -214,6 +228,9 @@ impl GatewayBuilder {
         if let Some(policy) = self.policy {
             supervisor = supervisor.policy(policy);
         }
+        if let Some(secrets) = self.secrets {
+            supervisor = supervisor.secrets(secrets);
+        }
         let supervisor = supervisor.build();
         let registry = ToolRegistry::new();
         let model = self.model.unwrap_or_else(|| Arc::new(OfflineModel::new()));
@@ -233,6 +250,7 @@ impl GatewayBuilder {
             config_source: self.source,
             diagnostics: Some(diagnostics_of(&sync)),
             elicitations,
+            installer: self.installer,
         };
         let limits = config.connections;
         let host = Host::new(parts, config, metrics);
@@ -488,6 +506,8 @@ impl Gateway {
             configure: None,
             watch: false,
             source: None,
+            secrets: None,
+            installer: None,
         }
     }
 

@@ -45,6 +45,9 @@ pub(crate) struct HostParts {
     /// Asks chat pages the elicitations of the agent's calls; it must also be the
     /// supervisor's elicitor for any to arrive.
     pub(crate) elicitations: ElicitationBroker,
+    /// Installs apps for the page's "Add apps" view (`/installer/…`); without it those routes
+    /// are absent.
+    pub(crate) installer: Option<mcpapp_install::Installer>,
 }
 
 /// The gateway's HTTP side: the main router and the sandbox router, sharing state.
@@ -61,6 +64,8 @@ pub struct Host {
     aggregate: Arc<Aggregate>,
     /// What `GET /metrics` renders.
     metrics: SharedRegistry,
+    /// The "Add apps" view's installer, if any.
+    installer: Option<mcpapp_install::Installer>,
     /// Cancelled by [`Host::begin_shutdown`]: long-lived streams end cleanly.
     shutdown: CancellationToken,
 }
@@ -133,6 +138,7 @@ impl Host {
             },
             aggregate: Arc::new(aggregate),
             metrics: Arc::new(registry),
+            installer: parts.installer,
             config,
             shutdown,
         }
@@ -180,6 +186,7 @@ impl Host {
                     .delete(aggregate::delete),
             )
             .with_state(self.aggregate.clone());
+        let api = crate::extensions::merge(api, self.installer.clone());
         if !self.config.serve_metrics {
             return api;
         }

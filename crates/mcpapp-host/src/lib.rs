@@ -68,6 +68,7 @@ mod config;
 mod csp;
 mod elicitation;
 mod error;
+mod extensions;
 mod gateway;
 mod health;
 mod host;

@@ -86,6 +86,28 @@ pub struct McpAppsConfig {
     /// gateway's own credentials can never be read from a manifest.
     #[serde(default)]
     pub allow_manifest_env: Vec<String>,
+
+    /// MCP Registries (the `/v0.1` API) that `mcpapp-gateway install NAME` and the page's
+    /// "Add apps" view search, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub registries: Vec<RegistryConfig>,
+
+    /// The file where `mcpapp-gateway install` keeps apps' secret inputs, readable only by
+    /// the gateway's user and outside every discovery path. Relative paths resolve against
+    /// the folder of the configuration file. Defaults to `mcpapp/secrets.json` under
+    /// `$XDG_STATE_HOME` (else `~/.local/state`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets_file: Option<String>,
+}
+
+/// One MCP Registry in `McpApps.Registries`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "PascalCase")]
+pub struct RegistryConfig {
+    /// A short name shown beside its servers (`official`).
+    pub name: String,
+    /// Its base URL, without `/v0.1` (`https://registry.modelcontextprotocol.io`).
+    pub url: String,
 }
 
 /// What app processes inherit from the gateway's environment unless configured otherwise:
@@ -171,6 +193,8 @@ impl Default for McpAppsConfig {
             supervision: SupervisionConfig::default(),
             inherit_environment: default_inherit_environment(),
             allow_manifest_env: Vec::new(),
+            registries: Vec::new(),
+            secrets_file: None,
         }
     }
 }

@@ -35,6 +35,7 @@ mod config;
 mod document;
 mod error;
 mod manifest;
+mod provenance;
 mod quote;
 mod schema;
 mod state;
@@ -43,7 +44,8 @@ mod validate;
 pub use config::{
     ConfigDocument, ConfigSection, DEFAULT_DISCOVERY_PATH, DEFAULT_INHERIT_ENVIRONMENT,
     DEFAULT_MAX_MANIFEST_BYTES, GATEWAY_CREDENTIAL_ENV, McpAppEntryConfig, McpAppsConfig,
-    OAuthEntryConfig, ParsedSection, ROOT_SECTION_NAME, SECTION_NAME, SupervisionConfig,
+    OAuthEntryConfig, ParsedSection, ROOT_SECTION_NAME, RegistryConfig, SECTION_NAME,
+    SupervisionConfig,
 };
 pub use document::{Position, closest_match};
 pub use error::{Finding, ParseError, Severity};
@@ -51,6 +53,10 @@ pub use manifest::{
     DEFAULT_PROTOCOL_VERSION, DEFAULT_REQUEST_TIMEOUT_SECONDS, DEFAULT_STARTUP_TIMEOUT_SECONDS,
     DEFAULT_TRANSPORT, DEFAULT_VERSION, MANIFEST_FILE_NAME, MCP_APP_MIME_TYPE, McpAppManifest,
     ParsedManifest,
+};
+pub use provenance::{
+    InstallRecord, RUNTIME_FOLDER_NAME, SECRET_PREFIX, SecretResolver, SecretUnavailable,
+    is_secret_name, secret_reference,
 };
 pub use quote::{MAX_QUOTED_CHARS, Quoted, json_kind, quoted};
 pub use schema::{SchemaKind, config_schema, manifest_schema};

@@ -81,6 +81,14 @@ impl SupervisorBuilder {
         self
     }
 
+    /// Where `secret:NAME` values of manifests and entries come from (the gateway's secret
+    /// store); without one, an app that refers to a secret fails to start with a message
+    /// saying so.
+    pub fn secrets(mut self, secrets: Arc<dyn mcpapp_manifest::SecretResolver>) -> Self {
+        self.env.secrets = Some(secrets);
+        self
+    }
+
     /// Reports every app's process group to `keeper`, so that apps die with the gateway even
     /// when it is killed (see [`Keeper`]). Without one, apps are still stopped on
     /// [`Supervisor::shutdown`] and when the supervisor is dropped.

@@ -58,6 +58,24 @@ fn nested_folders_are_scanned_and_the_root_itself_counts() {
 }
 
 #[test]
+fn vendored_runtime_folders_are_not_entered() {
+    let tree = Tree::new();
+    tree.app("apps/one", "one");
+    // What `install` vendors (npm packages may ship any file) is never scanned.
+    tree.app(
+        "apps/one/.mcpapp-runtime/1.0.0/node_modules/pkg",
+        "from-a-package",
+    );
+    // A discovery path that is itself such a folder is still scanned, and so is a file of
+    // that name.
+    tree.app("only/.mcpapp-runtime", "named-root");
+    tree.write("apps/two/.mcpapp-runtime", "not a folder");
+    tree.app("apps/two", "two");
+    let report = scan(&tree, enabled(), &["apps", "only/.mcpapp-runtime"]);
+    assert_eq!(ids(&report), ["one", "two", "named-root"]);
+}
+
+#[test]
 fn only_the_exact_file_name_counts() {
     let tree = Tree::new();
     tree.write(

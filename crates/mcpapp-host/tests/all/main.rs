@@ -11,6 +11,7 @@ mod connections;
 mod elicitation;
 mod eras;
 mod faithful;
+mod installer;
 mod mcp_server;
 mod metrics;
 mod proxy;

@@ -180,6 +180,23 @@ fn other_sections_bind_generically() {
 }
 
 #[test]
+fn registries_and_the_secrets_file_bind_case_insensitively() {
+    let parsed = mcp_apps(
+        r#"{"McpApps": {"Enabled": true, "registries": [{"name": "local", "URL": "http://127.0.0.1:9/"}],
+            "SecretsFile": "state/secrets.json", "Registries2": 1}}"#,
+    );
+    assert_eq!(parsed.value.registries.len(), 1);
+    assert_eq!(parsed.value.registries[0].name, "local");
+    assert_eq!(parsed.value.registries[0].url, "http://127.0.0.1:9/");
+    assert_eq!(
+        parsed.value.secrets_file.as_deref(),
+        Some("state/secrets.json")
+    );
+    assert_eq!(parsed.findings.len(), 1, "{:?}", parsed.findings);
+    assert!(parsed.findings[0].message.contains("Registries2"));
+}
+
+#[test]
 fn an_entry_reads_its_oauth_settings_case_insensitively() {
     let section = mcp_apps(
         r#"{"McpApps": {"Enabled": true, "Entries": {"crm": {"oauth": {
