@@ -84,6 +84,8 @@ async fn scenarios_without_a_family_are_refused_and_the_list_names_the_families(
         run.stderr
     );
 
+    // Tests start the binary under test; that is what they are for.
+    #[allow(clippy::disallowed_methods)]
     let list = tokio::process::Command::new(env!("CARGO_BIN_EXE_conformance-driver"))
         .arg("--list")
         .output()
