@@ -45,6 +45,7 @@ mod conformance;
 mod demo;
 mod e2e;
 mod http;
+mod module_graph;
 mod stack;
 mod tidy;
 mod util;

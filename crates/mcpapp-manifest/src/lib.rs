@@ -43,7 +43,7 @@ mod validate;
 pub use config::{
     ConfigDocument, ConfigSection, DEFAULT_DISCOVERY_PATH, DEFAULT_INHERIT_ENVIRONMENT,
     DEFAULT_MAX_MANIFEST_BYTES, GATEWAY_CREDENTIAL_ENV, McpAppEntryConfig, McpAppsConfig,
-    ParsedSection, ROOT_SECTION_NAME, SECTION_NAME, SupervisionConfig,
+    OAuthEntryConfig, ParsedSection, ROOT_SECTION_NAME, SECTION_NAME, SupervisionConfig,
 };
 pub use document::{Position, closest_match};
 pub use error::{Finding, ParseError, Severity};
@@ -56,6 +56,6 @@ pub use quote::{MAX_QUOTED_CHARS, Quoted, json_kind, quoted};
 pub use schema::{SchemaKind, config_schema, manifest_schema};
 pub use state::{InstallState, Lifecycle, Timestamp};
 pub use validate::{
-    AppId, AppSpec, Launch, MAX_ID_LEN, ProtocolEra, TIMEOUT_RANGE_SECONDS, Transport,
-    ValidationError, redact_url,
+    AppId, AppSpec, Era, Launch, MAX_ID_LEN, TIMEOUT_RANGE_SECONDS, Transport, ValidationError,
+    redact_url,
 };

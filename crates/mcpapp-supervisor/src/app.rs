@@ -13,7 +13,11 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use mcpapp_manifest::{AppSpec, InstallState, Lifecycle, ProtocolEra, Timestamp};
+use mcpapp_manifest::{AppSpec, Era, InstallState, Lifecycle, Timestamp};
+use mcpapp_session::{
+    Causes, Connection, Elicitor, EraChoice, GatewayClient, HandshakeError, LinkEvent, Notice,
+    Port, PortError, RawMessage, closed_reason, inject_trace_context,
+};
 use rmcp::ServiceError;
 use rmcp::model::{
     CancelledNotificationParam, ClientRequest, ErrorCode, RequestMetaObject, ServerResult,
@@ -22,20 +26,16 @@ use rmcp::service::PeerRequestOptions;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::client::{GatewayClient, Notice};
 use crate::descriptors::{
     Descriptors, PromptDescriptor, ResourceDescriptor, ResourceTemplateDescriptor, ToolDescriptor,
 };
-use crate::era::Era;
 use crate::error::{CallError, ControlError};
 use crate::events::SupervisorEvent;
-use crate::launch::{self, Environment, Inheritance, LaunchPlan};
+use crate::launch::{self, Environment, Inheritance};
 use crate::lifecycle::{Decision, Event, Machine};
+use crate::link;
 use crate::link::stdio::{ProcessTable, StderrTail};
-use crate::link::{Link, LinkEvent, http, stdio};
 use crate::policy::SupervisionPolicy;
-use crate::raw::RawMessage;
-use crate::session::{Connection, EraChoice, HandshakeError, Port, PortError};
 
 /// Stderr lines quoted in a failure reason.
 const STDERR_IN_REASON: usize = 5;
@@ -96,9 +96,9 @@ pub(crate) struct AppShared {
     events: broadcast::Sender<SupervisorEvent>,
     spec: Mutex<Option<(AppSpec, Settings)>>,
     /// The chat sessions of the gateway's own requests in flight.
-    causes: crate::elicit::Causes,
+    causes: Causes,
     /// Answers input a modern app asks of the gateway's own calls.
-    pub(crate) elicitor: Option<Arc<dyn crate::elicit::Elicitor>>,
+    pub(crate) elicitor: Option<Arc<dyn Elicitor>>,
     /// Its call counters, shared with the hub of each connection.
     pub(crate) meters: Arc<crate::metrics::AppMeters>,
 }
@@ -116,7 +116,7 @@ impl std::fmt::Debug for AppShared {
 pub(crate) struct TaskContext {
     pub(crate) env: Arc<Environment>,
     /// Answers elicitations of the gateway's own calls (see `elicit.rs`).
-    pub(crate) elicitor: Option<Arc<dyn crate::elicit::Elicitor>>,
+    pub(crate) elicitor: Option<Arc<dyn Elicitor>>,
     pub(crate) processes: ProcessTable,
 }
 
@@ -127,7 +127,7 @@ impl AppShared {
         state: InstallState,
         runnable: Option<(AppSpec, Settings)>,
         events: broadcast::Sender<SupervisorEvent>,
-        elicitor: Option<Arc<dyn crate::elicit::Elicitor>>,
+        elicitor: Option<Arc<dyn Elicitor>>,
         metrics: &crate::metrics::SupervisorMetrics,
     ) -> (Arc<Self>, Option<mpsc::UnboundedReceiver<Command>>) {
         let (commands, receiver) = match runnable {
@@ -154,7 +154,7 @@ impl AppShared {
             connection: Mutex::new(None),
             descriptors: watch::channel(Arc::new(Descriptors::default())).0,
             stderr: StderrTail::default(),
-            causes: crate::elicit::Causes::default(),
+            causes: Causes::default(),
             elicitor,
             commands,
             events,
@@ -292,7 +292,7 @@ impl AppShared {
         } else {
             info_span!("mcp_upstream_request", app = %self.id, method, path = "agent")
         };
-        crate::trace_context::inject_meta(&mut meta, &span);
+        inject_trace_context(&mut meta, &span);
         self.send(method, request, meta).instrument(span).await
     }
 
@@ -399,7 +399,7 @@ impl AppShared {
 
 /// Forgets a request's session once it is answered (or given up).
 struct CauseGuard {
-    causes: crate::elicit::Causes,
+    causes: Causes,
     id: rmcp::model::RequestId,
 }
 
@@ -454,8 +454,12 @@ pub(crate) fn spawn_task(
 /// What a reload hands an app: its new spec, install state and settings.
 type Configuration = (AppSpec, InstallState, Settings);
 
+/// A connection that has just started, with the process id of a stdio app (the session
+/// knows links, not processes).
+type Started = (Connection, Option<u32>);
+
 /// A start attempt in flight; dropping it kills whatever it started.
-type StartAttempt = Pin<Box<dyn Future<Output = Result<Connection, String>> + Send>>;
+type StartAttempt = Pin<Box<dyn Future<Output = Result<Started, String>> + Send>>;
 
 /// The app's task: the I/O around its lifecycle [`Machine`]. It waits for the next thing that
 /// happens, tells the machine, and carries out what the machine decides.
@@ -467,7 +471,7 @@ struct Task {
     /// List-change notices of the attempt's connection, until the connection is used.
     notices: Option<mpsc::UnboundedReceiver<Notice>>,
     /// A connection that has just started, until the machine decides to use it.
-    started: Option<Connection>,
+    started: Option<Started>,
     live: Option<Live>,
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
     /// The stderr of the current run, quoted in its failure reasons.
@@ -491,7 +495,8 @@ struct Live {
 /// What woke the task.
 enum Wake {
     Command(Option<Command>),
-    Started(Result<Connection, String>),
+    /// Boxed: a connection is large, and every other wake is small.
+    Started(Result<Box<Started>, String>),
     Closed(String),
     HealthTick,
     Ping(Result<(), String>),
@@ -551,8 +556,8 @@ impl Task {
                 Wake::Started(result) => {
                     self.attempt = None;
                     return match result {
-                        Ok(connection) => {
-                            self.started = Some(connection);
+                        Ok(started) => {
+                            self.started = Some(*started);
                             Event::Started
                         }
                         Err(reason) => Event::StartFailed(reason),
@@ -605,7 +610,7 @@ impl Task {
                 pings,
                 ..
             }) => (
-                Some(crate::session::closed_reason(closed)),
+                Some(closed_reason(closed)),
                 health.as_mut().map(tokio::time::Interval::tick),
                 Some(pings.recv()),
                 Some(notices.recv()),
@@ -614,7 +619,7 @@ impl Task {
         };
         tokio::select! {
             command = commands.recv() => Wake::Command(command),
-            result = optional(attempt) => Wake::Started(result),
+            result = optional(attempt) => Wake::Started(result.map(Box::new)),
             reason = optional(closed) => Wake::Closed(reason),
             _ = optional(tick) => Wake::HealthTick,
             Some(result) = optional(ping) => Wake::Ping(result),
@@ -748,12 +753,12 @@ impl Task {
 
     /// Makes the connection that just started the current one.
     fn use_connection(&mut self) {
-        let Some(connection) = self.started.take() else {
+        let Some((connection, pid)) = self.started.take() else {
             return;
         };
         let connection = Arc::new(connection);
         self.shared.set_connection(Some(connection.clone()));
-        self.shared.update(|s| s.pid = connection.pid());
+        self.shared.update(|s| s.pid = pid);
         let (ping_results, pings) = mpsc::unbounded_channel();
         self.live = Some(Live {
             closed: connection.closed(),
@@ -808,19 +813,19 @@ async fn start(
     context: &TaskContext,
     notices: mpsc::UnboundedSender<Notice>,
     run: &StderrTail,
-) -> Result<Connection, String> {
+) -> Result<Started, String> {
     let root: PathBuf = shared.snapshot.borrow().state.root_path.clone();
     // A legacy version in the manifest means `initialize` at once (some older servers end
     // when asked anything else first); otherwise the app is asked, which also keeps a
     // manifest that claims 2026-07-28 for an older server working (with a warning).
     let mut choice = match spec.protocol_era {
-        ProtocolEra::Legacy => EraChoice::Legacy,
+        Some(Era::Legacy) => EraChoice::Legacy,
         _ => EraChoice::Auto,
     };
     let deadline = spec.startup_timeout;
     let list_notices = notices.clone();
     let work = async {
-        let connection = loop {
+        let (connection, pid) = loop {
             let plan = launch::plan(
                 spec,
                 &root,
@@ -830,19 +835,7 @@ async fn start(
                 &context.processes,
             )?;
             let (events_tx, events_rx) = mpsc::unbounded_channel::<LinkEvent>();
-            let link = match plan {
-                LaunchPlan::Stdio(spawn) => {
-                    let program = spawn.program.display().to_string();
-                    Link::Stdio(
-                        stdio::spawn(&spawn, events_tx)
-                            .map_err(|e| format!("cannot start '{program}': {e}"))?,
-                    )
-                }
-                LaunchPlan::Http(http_spec) => Link::Http(
-                    http::connect(http_spec, events_tx)
-                        .map_err(|e| format!("cannot create an HTTP client: {e}"))?,
-                ),
-            };
+            let (link, pid) = link::open(plan, events_tx)?;
             let handler = GatewayClient::new(
                 shared.id.clone(),
                 notices.clone(),
@@ -860,7 +853,7 @@ async fn start(
             )
             .await
             {
-                Ok(connection) => break connection,
+                Ok(connection) => break (connection, pid),
                 // Some servers end when asked anything before `initialize`: start it again
                 // and use `initialize` at once.
                 Err(HandshakeError::ProbeClosed(reason)) if choice == EraChoice::Auto => {
@@ -881,9 +874,11 @@ async fn start(
             .set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
             .await;
         let (descriptors, warnings) = enumerate(&connection, spec.request_timeout).await?;
-        Ok::<_, String>((connection, descriptors, warnings))
+        Ok::<_, String>((connection, pid, descriptors, warnings))
     };
-    let (connection, descriptors, mut warnings) = match tokio::time::timeout(deadline, work).await {
+    let (connection, pid, descriptors, mut warnings) = match tokio::time::timeout(deadline, work)
+        .await
+    {
         Ok(result) => result.map_err(|reason| with_stderr(run, reason))?,
         Err(_) => {
             return Err(with_stderr(
@@ -937,7 +932,7 @@ async fn start(
         .meters
         .know_tools(descriptors.tools.iter().map(|t| t.name.as_str()));
     shared.descriptors.send_replace(Arc::new(descriptors));
-    Ok(connection)
+    Ok((connection, pid))
 }
 
 /// A modern app announces list changes only on a `subscriptions/listen` stream: the gateway's

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use mcpapp_session::{ElicitationRequest, Port, PortError, RawMessage};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, CompleteRequest,
     CompleteRequestParams, CompleteResult, GetPromptRequest, GetPromptRequestParams,
@@ -13,8 +14,6 @@ use tokio::sync::{oneshot, watch};
 use crate::app::{AppShared, AppSnapshot, Command};
 use crate::descriptors::Descriptors;
 use crate::error::{CallError, ControlError};
-use crate::raw::RawMessage;
-use crate::session::{Port, PortError};
 
 /// One app under supervision.
 ///
@@ -176,11 +175,11 @@ impl AppHandle {
                     let answer = match &self.shared.elicitor {
                         Some(elicitor) => {
                             elicitor
-                                .elicit(crate::elicit::ElicitationRequest {
-                                    app_id: self.id().to_owned(),
-                                    session_id: session_id.clone(),
-                                    params: elicitation.params.clone(),
-                                })
+                                .elicit(ElicitationRequest::new(
+                                    self.id().to_owned(),
+                                    session_id.clone(),
+                                    elicitation.params.clone(),
+                                ))
                                 .await
                         }
                         None => None,

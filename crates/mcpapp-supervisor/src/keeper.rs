@@ -47,7 +47,7 @@ pub const KEEPER_ARG: &str = "--mcpapp-keeper";
 
 /// The environment variable that tags every app process (and, through inheritance, its
 /// descendants) with the gateway instance that started it.
-pub const KEEPER_ENV: &str = "MCPAPP_KEEPER";
+pub(crate) const KEEPER_ENV: &str = "MCPAPP_KEEPER";
 
 /// Sweeps after end of file: processes forking while they are killed get a few more chances.
 const SWEEPS: u32 = 5;

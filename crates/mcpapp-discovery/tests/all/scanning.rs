@@ -1,7 +1,7 @@
 //! The scan itself: enabled switch, paths, nesting, validity, ordering and path resolution.
 
 use mcpapp_discovery::Discovery;
-use mcpapp_manifest::{Lifecycle, McpAppEntryConfig, McpAppsConfig, Severity};
+use mcpapp_manifest::{Era, Lifecycle, McpAppEntryConfig, McpAppsConfig, Severity};
 
 use crate::{Tree, enabled, ids, scan};
 
@@ -353,4 +353,23 @@ fn roots_are_the_resolved_discovery_paths_whether_they_exist_or_not() {
     .build()
     .unwrap();
     assert!(disabled.roots().is_empty());
+}
+
+#[test]
+fn a_declared_protocol_version_decides_the_era_and_none_leaves_it_to_the_app() {
+    let tree = Tree::new();
+    tree.app("apps/ask", "ask");
+    tree.manifest(
+        "apps/legacy",
+        r#"{"id":"legacy","command":"run","protocolVersion":"2025-06-18"}"#,
+    );
+    tree.manifest(
+        "apps/modern",
+        r#"{"id":"modern","command":"run","protocolVersion":" 2026-07-28 "}"#,
+    );
+    let report = scan(&tree, enabled(), &["apps"]);
+    let era = |id: &str| report.app(id).unwrap().spec.as_ref().unwrap().protocol_era;
+    assert_eq!(era("ask"), None);
+    assert_eq!(era("legacy"), Some(Era::Legacy));
+    assert_eq!(era("modern"), Some(Era::Modern));
 }

@@ -34,10 +34,19 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
+use mcpapp_manifest::Era;
+use mcpapp_session::{
+    CloseFuture, Link, LinkEvent, LinkEvents, MessageKind, Origin, RawMessage, RequestKey as Key,
+    request_protocol_version,
+};
+use serde_json::value::RawValue;
+
 use super::connector::{ClientError, HttpClient};
-use super::{LinkEvent, LinkEvents};
-use crate::raw::{MessageKind, RawMessage, raw_json};
-use crate::router::{Key, Origin};
+
+/// A request's id from its key (its raw JSON text, which the router made from the id).
+fn key_id(key: &Key) -> Box<RawValue> {
+    RawValue::from_string(key.clone()).unwrap_or_else(|_| RawValue::NULL.to_owned())
+}
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const PROTOCOL_HEADER: &str = "mcp-protocol-version";
@@ -290,22 +299,32 @@ impl Drop for HandedOver {
     }
 }
 
-impl HttpLink {
-    pub(crate) fn set_era(&self, era: crate::era::Era) {
+impl Link for HttpLink {
+    /// A modern HTTP session has no session id and no GET stream, carries the era's headers
+    /// on every POST, and cancels by closing a request's response stream.
+    fn set_era(&self, era: Era) {
         self.inner
             .modern
-            .store(era == crate::era::Era::Modern, Ordering::SeqCst);
+            .store(era == Era::Modern, Ordering::SeqCst);
     }
 
-    pub(crate) fn send(&self, message: RawMessage, request: Option<Key>) {
+    fn send(&self, message: RawMessage, request: Option<Key>) {
         if let Err(mpsc::error::SendError((_, request))) = self.outgoing.send((message, request)) {
             self.inner
                 .fail_request(&request, "the connection to the app is closed");
         }
     }
 
-    /// Ends the session: stops the GET stream and sends DELETE (best effort).
-    pub(crate) async fn close(&self) {
+    /// Ends the session: stops the GET stream and sends DELETE (best effort); `grace` is a
+    /// process's, and means nothing here.
+    fn close(&self, _grace: Duration) -> CloseFuture<'_> {
+        Box::pin(self.end())
+    }
+}
+
+impl HttpLink {
+    /// Stops the GET stream and sends DELETE (best effort).
+    async fn end(&self) {
         let inner = &self.inner;
         inner.stop.cancel();
         let session = inner.session_id();
@@ -390,7 +409,7 @@ impl Inner {
     /// Answers a request that will get no answer from the server, so nobody waits forever.
     fn fail_request(&self, request: &Option<Key>, message: &str) {
         if let Some(key) = request {
-            let id = raw_json(key.clone());
+            let id = key_id(key);
             self.emit(
                 RawMessage::error_response(Some(&id), -32603, message),
                 Origin::Post(key.clone()),
@@ -412,9 +431,9 @@ impl Inner {
         let method = message.method();
         let is_initialize = method.as_deref() == Some("initialize");
         let is_initialized = method.as_deref() == Some("notifications/initialized");
-        let headers = match crate::era::request_version(&message) {
+        let headers = match request_protocol_version(&message) {
             // A modern request stands alone: its era's headers, no session.
-            Some(version) if crate::era::is_modern(&version) => {
+            Some(version) if Era::of_version(&version) == Era::Modern => {
                 modern_headers(&self.spec.headers, &message, &version)
             }
             _ if is_initialize => self.spec.headers.clone(),
@@ -474,7 +493,7 @@ impl Inner {
                 && let Ok(mut error) = RawMessage::parse(body.trim())
                 && error.kind() == MessageKind::Error
             {
-                error.set_id(&raw_json(key.clone()));
+                error.set_id(&key_id(key));
                 self.emit(error, Origin::Post(key.clone()));
                 return;
             }
