@@ -1,7 +1,7 @@
 //! The lifecycle of one supervised app as a pure state machine.
 //!
 //! [`Machine`] is told what happened ([`Event`]) and when, and answers with [`Decision`]s
-//! that the app's task (`app.rs`) carries out in order: connecting, closing connections,
+//! that the app's task (`app/task.rs`) carries out in order: connecting, closing connections,
 //! lifecycle transitions, the restart timer, health pings. It owns the restart policy and
 //! nothing else: it reads no clock (the current `Instant` is an argument, the jitter seed a
 //! constructor argument), holds no channel and starts no process, so every rule below is
