@@ -431,26 +431,13 @@ impl Inner {
         let method = message.method();
         let is_initialize = method.as_deref() == Some("initialize");
         let is_initialized = method.as_deref() == Some("notifications/initialized");
-        let headers = match request_protocol_version(&message) {
-            // A modern request stands alone: its era's headers, no session.
-            Some(version) if Era::of_version(&version) == Era::Modern => {
-                modern_headers(&self.spec.headers, &message, &version)
-            }
-            _ if is_initialize => self.spec.headers.clone(),
-            _ => self.session_headers(),
-        };
+        let headers = self.post_headers(&message, is_initialize);
         let body = bytes::Bytes::from(message.into_string());
         let body = HandedOver {
             len: body.len() as u64,
             data: Some(body),
             sent,
         };
-        let mut headers = headers;
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
         let sent = self
             .client
             .request(self.request(Method::POST, headers, body))
@@ -483,34 +470,7 @@ impl Inner {
             return;
         }
         if !status.is_success() {
-            let body = read_limited(response)
-                .await
-                .map(|body| String::from_utf8_lossy(&body).into_owned())
-                .unwrap_or_default();
-            // A server that could not take the request often says why in a JSON-RPC error;
-            // that error, under the request's id, is the best answer for the caller.
-            if let Some(key) = &request
-                && let Ok(mut error) = RawMessage::parse(body.trim())
-                && error.kind() == MessageKind::Error
-            {
-                error.set_id(&key_id(key));
-                self.emit(error, Origin::Post(key.clone()));
-                return;
-            }
-            let snippet: String = body.chars().take(300).collect();
-            let text = format!(
-                "the app answered HTTP {status}{}",
-                if snippet.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {snippet}")
-                }
-            );
-            if request.is_some() {
-                self.fail_request(&request, &text);
-            } else {
-                warn!("{text}");
-            }
+            self.refused(response, &request).await;
             return;
         }
         let content_type = response
@@ -533,15 +493,72 @@ impl Inner {
             self.fail_request(&request, "the app closed the response without answering");
         }
         if is_initialized && !self.get_started.swap(true, Ordering::SeqCst) {
-            // Servers may send what they cannot tie to a request (a tool's elicitation, say)
-            // only on this stream, and drop it when none is open; so it is opened before
-            // anything after `initialized` leaves (this exchange is a barrier).
-            let (ready, opened) = oneshot::channel();
-            let inner = self.clone();
-            let span = self.span.clone();
-            tokio::spawn(async move { inner.get_stream(Some(ready)).await }.instrument(span));
-            let _ = tokio::time::timeout(GET_OPEN_WAIT, opened).await;
+            self.open_get_stream().await;
         }
+    }
+
+    /// The headers of a POST of `message`.
+    fn post_headers(&self, message: &RawMessage, is_initialize: bool) -> HeaderMap {
+        let mut headers = match request_protocol_version(message) {
+            // A modern request stands alone: its era's headers, no session.
+            Some(version) if Era::of_version(&version) == Era::Modern => {
+                modern_headers(&self.spec.headers, message, &version)
+            }
+            _ if is_initialize => self.spec.headers.clone(),
+            _ => self.session_headers(),
+        };
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        headers
+    }
+
+    /// Answers `request` (or warns, for a message without an answer) when the server did not
+    /// take a POST: with the JSON-RPC error its body holds, else with the HTTP status.
+    async fn refused(&self, response: Response, request: &Option<Key>) {
+        let status = response.status();
+        let body = read_limited(response)
+            .await
+            .map(|body| String::from_utf8_lossy(&body).into_owned())
+            .unwrap_or_default();
+        // A server that could not take the request often says why in a JSON-RPC error;
+        // that error, under the request's id, is the best answer for the caller.
+        if let Some(key) = request
+            && let Ok(mut error) = RawMessage::parse(body.trim())
+            && error.kind() == MessageKind::Error
+        {
+            error.set_id(&key_id(key));
+            self.emit(error, Origin::Post(key.clone()));
+            return;
+        }
+        let snippet: String = body.chars().take(300).collect();
+        let text = format!(
+            "the app answered HTTP {status}{}",
+            if snippet.is_empty() {
+                String::new()
+            } else {
+                format!(": {snippet}")
+            }
+        );
+        if request.is_some() {
+            self.fail_request(request, &text);
+        } else {
+            warn!("{text}");
+        }
+    }
+
+    /// Opens the standalone GET stream and waits (a little) until it is open. Servers may
+    /// send what they cannot tie to a request (a tool's elicitation, say) only on this
+    /// stream, and drop it when none is open; so it is opened before anything after
+    /// `initialized` leaves (that exchange is a barrier).
+    async fn open_get_stream(self: &Arc<Self>) {
+        let (ready, opened) = oneshot::channel();
+        let inner = self.clone();
+        let span = self.span.clone();
+        tokio::spawn(async move { inner.get_stream(Some(ready)).await }.instrument(span));
+        let _ = tokio::time::timeout(GET_OPEN_WAIT, opened).await;
     }
 
     fn note_initialize(&self, message: &RawMessage) {
