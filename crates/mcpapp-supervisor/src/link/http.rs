@@ -582,7 +582,7 @@ impl Inner {
     ) -> bool {
         let body = match read_limited(response)
             .await
-            .and_then(|body| String::from_utf8(body).map_err(|e| e.to_string()))
+            .and_then(|body| Ok(String::from_utf8(body)?))
         {
             Ok(body) => body,
             Err(text) => {
@@ -935,18 +935,16 @@ fn request_uri(spec: &mut HttpSpec) -> Result<Uri, ConnectError> {
 }
 
 /// Reads a whole response body, up to [`MAX_BODY_BYTES`].
-async fn read_limited(response: Response) -> Result<Vec<u8>, String> {
+async fn read_limited(response: Response) -> Result<Vec<u8>, BodyError> {
     let mut body = Vec::new();
     let mut incoming = response.into_body();
     while let Some(frame) = incoming.frame().await {
-        let frame = frame.map_err(|e| describe_body_error(&e))?;
+        let frame = frame.map_err(BodyError::Read)?;
         let Ok(chunk) = frame.into_data() else {
             continue;
         };
         if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(format!(
-                "the response is larger than {MAX_BODY_BYTES} bytes"
-            ));
+            return Err(BodyError::TooLarge);
         }
         body.extend_from_slice(&chunk);
     }
@@ -961,6 +959,20 @@ fn describe_error(err: &LegacyError) -> String {
         "the request failed"
     };
     with_causes(text, std::error::Error::source(err))
+}
+
+/// Why a response body could not be had whole.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    /// The connection failed while the body was read.
+    #[error("{}", describe_body_error(.0))]
+    Read(hyper::Error),
+    /// The body exceeded [`MAX_BODY_BYTES`].
+    #[error("the response is larger than {MAX_BODY_BYTES} bytes")]
+    TooLarge,
+    /// A JSON body that is not UTF-8.
+    #[error(transparent)]
+    NotUtf8(#[from] std::string::FromUtf8Error),
 }
 
 fn describe_body_error(err: &hyper::Error) -> String {
