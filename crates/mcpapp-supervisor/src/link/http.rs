@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -42,14 +42,13 @@ use mcpapp_session::{
 use serde_json::value::RawValue;
 
 use super::connector::{ClientError, HttpClient};
+use super::headers::{PROTOCOL_HEADER, SESSION_HEADER, modern_headers, request_uri};
 
 /// A request's id from its key (its raw JSON text, which the router made from the id).
 fn key_id(key: &Key) -> Box<RawValue> {
     RawValue::from_string(key.clone()).unwrap_or_else(|_| RawValue::NULL.to_owned())
 }
 
-const SESSION_HEADER: &str = "mcp-session-id";
-const PROTOCOL_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_HEADER: &str = "last-event-id";
 /// Largest JSON response body accepted.
 const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -839,52 +838,6 @@ impl Inner {
     }
 }
 
-/// The headers of a 2026-07-28 POST (SEP-2243): the version, the method and, for a call,
-/// prompt or read, its name or URI (encoded when it is not plain visible ASCII).
-fn modern_headers(base: &HeaderMap, message: &RawMessage, version: &str) -> HeaderMap {
-    let mut headers = base.clone();
-    if let Ok(value) = HeaderValue::from_str(version) {
-        headers.insert(HeaderName::from_static(PROTOCOL_HEADER), value);
-    }
-    let method = message.method().unwrap_or_default();
-    if let Ok(value) = HeaderValue::from_str(&method) {
-        headers.insert(HeaderName::from_static("mcp-method"), value);
-    }
-    let name_field = match method.as_str() {
-        "tools/call" | "prompts/get" => Some("name"),
-        "resources/read" => Some("uri"),
-        _ => None,
-    };
-    if let Some(field) = name_field
-        && let Some(name) = message
-            .path(&["params", field])
-            .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
-        && let Ok(value) = HeaderValue::from_str(&header_text(&name))
-    {
-        headers.insert(HeaderName::from_static("mcp-name"), value);
-    }
-    headers
-}
-
-/// A header value as SEP-2243 writes it: plain visible ASCII as is, anything else (and text
-/// that could be mistaken for the encoding) as `=?base64?…?=`.
-fn header_text(text: &str) -> String {
-    use base64::Engine;
-    let plain = !text.is_empty()
-        && text.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && !text.starts_with(' ')
-        && !text.ends_with(' ')
-        && !text.starts_with("=?");
-    if plain {
-        text.to_owned()
-    } else {
-        format!(
-            "=?base64?{}?=",
-            base64::engine::general_purpose::STANDARD.encode(text.as_bytes())
-        )
-    }
-}
-
 type LegacyError = hyper_util::client::legacy::Error;
 
 /// Reads a response stream to its end (briefly), so that its connection goes back to the
@@ -905,33 +858,6 @@ where
             .await;
         }
     }
-}
-
-/// The spec's URL as a request URI. Credentials in it become a basic `Authorization` header
-/// (unless the manifest sets one), as reqwest made them, and leave the URI; a fragment is
-/// never sent.
-fn request_uri(spec: &mut HttpSpec) -> Result<Uri, ConnectError> {
-    use base64::Engine;
-    let mut url = spec.url.clone();
-    url.set_fragment(None);
-    let decode = |text: &str| {
-        percent_encoding::percent_decode_str(text)
-            .decode_utf8_lossy()
-            .into_owned()
-    };
-    let username = decode(url.username());
-    let password = url.password().map(decode);
-    if (!username.is_empty() || password.is_some()) && !spec.headers.contains_key(AUTHORIZATION) {
-        let credentials = format!("{username}:{}", password.unwrap_or_default());
-        let encoded = base64::engine::general_purpose::STANDARD.encode(credentials);
-        let mut value =
-            HeaderValue::from_str(&format!("Basic {encoded}")).map_err(|_| ConnectError::Url)?;
-        value.set_sensitive(true);
-        spec.headers.insert(AUTHORIZATION, value);
-    }
-    url.set_username("").map_err(|()| ConnectError::Url)?;
-    url.set_password(None).map_err(|()| ConnectError::Url)?;
-    url.as_str().parse().map_err(|_| ConnectError::Url)
 }
 
 /// Reads a whole response body, up to [`MAX_BODY_BYTES`].
@@ -990,45 +916,4 @@ fn with_causes(text: &str, mut source: Option<&(dyn std::error::Error + 'static)
         source = cause.source();
     }
     text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec(url: &str, headers: &[(&'static str, &str)]) -> HttpSpec {
-        let mut map = HeaderMap::new();
-        for (name, value) in headers {
-            map.insert(*name, HeaderValue::from_str(value).unwrap());
-        }
-        HttpSpec {
-            url: url::Url::parse(url).unwrap(),
-            headers: map,
-        }
-    }
-
-    #[test]
-    fn credentials_in_the_url_become_a_sensitive_basic_header_and_leave_the_uri() {
-        let mut with = spec("https://ann:p%40ss@example.test:8443/mcp?x=1#frag", &[]);
-        let uri = request_uri(&mut with).unwrap();
-        assert_eq!(uri.to_string(), "https://example.test:8443/mcp?x=1");
-        let auth = &with.headers[AUTHORIZATION];
-        // base64("ann:p@ss")
-        assert_eq!(auth, "Basic YW5uOnBAc3M=");
-        assert!(auth.is_sensitive());
-    }
-
-    #[test]
-    fn the_manifests_own_authorization_header_wins_over_url_credentials() {
-        let mut with = spec(
-            "http://ann:secret@127.0.0.1:1/mcp",
-            &[("authorization", "Bearer t")],
-        );
-        let uri = request_uri(&mut with).unwrap();
-        assert_eq!(uri.to_string(), "http://127.0.0.1:1/mcp");
-        assert_eq!(with.headers[AUTHORIZATION], "Bearer t");
-        let mut without = spec("http://127.0.0.1:1/mcp", &[]);
-        request_uri(&mut without).unwrap();
-        assert!(!without.headers.contains_key(AUTHORIZATION));
-    }
 }

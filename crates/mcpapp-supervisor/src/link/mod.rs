@@ -3,6 +3,7 @@
 //! what they receive with where it arrived, so the session's one router serves both.
 
 mod connector;
+mod headers;
 pub(crate) mod http;
 pub(crate) mod stdio;
 
