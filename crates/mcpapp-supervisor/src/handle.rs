@@ -11,7 +11,7 @@ use rmcp::model::{
 };
 use tokio::sync::{oneshot, watch};
 
-use crate::app::{AppShared, AppSnapshot, Command};
+use crate::app::{AppShared, AppSnapshot, Command, session_of};
 use crate::descriptors::Descriptors;
 use crate::error::{CallError, ControlError};
 
@@ -138,11 +138,7 @@ impl AppHandle {
             {
                 ServerResult::CallToolResult(result) => return Ok(result),
                 ServerResult::InputRequiredResult(asked) => {
-                    let session = meta
-                        .as_ref()
-                        .and_then(|m| m.0.get("sessionId"))
-                        .and_then(|s| s.as_str())
-                        .map(str::to_owned);
+                    let session = session_of(meta.as_ref());
                     params =
                         params.with_input_responses(self.answer_inputs(&asked, session).await?);
                     if let Some(state) = asked.request_state {

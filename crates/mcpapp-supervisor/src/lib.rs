@@ -73,7 +73,7 @@ pub use descriptors::{
 pub use error::{CallError, ControlError};
 pub use events::SupervisorEvent;
 pub use handle::AppHandle;
-pub use keeper::{KEEPER_ARG, Keeper, run_keeper_if_requested};
+pub use keeper::{Keeper, run_keeper_if_requested};
 pub use metrics::SupervisorMetrics;
 pub use policy::SupervisionPolicy;
 pub use shield::shield_process;

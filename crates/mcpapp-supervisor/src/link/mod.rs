@@ -3,6 +3,7 @@
 //! what they receive with where it arrived, so the session's one router serves both.
 
 mod connector;
+mod headers;
 pub(crate) mod http;
 pub(crate) mod stdio;
 
@@ -12,6 +13,22 @@ use mcpapp_session::{Link, LinkEvents};
 
 use crate::launch::LaunchPlan;
 
+/// Why a link could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LinkError {
+    /// The child process could not be started.
+    #[error("cannot start '{program}': {source}")]
+    Spawn {
+        /// The program, as launched.
+        program: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The HTTP client could not be built for the app's URL.
+    #[error("cannot create an HTTP client: {0}")]
+    Http(#[source] http::ConnectError),
+}
+
 /// Opens the link `plan` names, reporting on `events`: starts the child of a stdio app (and
 /// returns its process id) or builds the client of an HTTP app (nothing is sent yet).
 ///
@@ -20,18 +37,18 @@ use crate::launch::LaunchPlan;
 pub(crate) fn open(
     plan: LaunchPlan,
     events: LinkEvents,
-) -> Result<(Arc<dyn Link>, Option<u32>), String> {
+) -> Result<(Arc<dyn Link>, Option<u32>), LinkError> {
     match plan {
         LaunchPlan::Stdio(spawn) => {
-            let program = spawn.program.display().to_string();
-            let link = stdio::spawn(&spawn, events)
-                .map_err(|e| format!("cannot start '{program}': {e}"))?;
+            let link = stdio::spawn(&spawn, events).map_err(|source| LinkError::Spawn {
+                program: spawn.program.display().to_string(),
+                source,
+            })?;
             let pid = link.pid();
             Ok((Arc::new(link), Some(pid)))
         }
         LaunchPlan::Http(spec) => {
-            let link = http::connect(spec, events)
-                .map_err(|e| format!("cannot create an HTTP client: {e}"))?;
+            let link = http::connect(spec, events).map_err(LinkError::Http)?;
             Ok((Arc::new(link), None))
         }
     }
