@@ -5,6 +5,7 @@
 mod connector;
 mod headers;
 pub(crate) mod http;
+mod json_stream;
 pub(crate) mod stdio;
 
 use std::sync::Arc;
