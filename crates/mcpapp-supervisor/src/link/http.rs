@@ -44,6 +44,7 @@ use serde_json::value::RawValue;
 use super::connector::{ClientError, HttpClient};
 use super::headers::{PROTOCOL_HEADER, SESSION_HEADER, modern_headers, request_uri};
 use super::json_stream::JsonValues;
+use super::tool_headers::ToolHeaders;
 
 /// A request's id from its key (its raw JSON text, which the router made from the id).
 fn key_id(key: &Key) -> Box<RawValue> {
@@ -110,6 +111,8 @@ struct Inner {
     closed: AtomicBool,
     stop: CancellationToken,
     span: tracing::Span,
+    /// What the app's listings say of `x-mcp-header` (2026-07-28 only).
+    tool_headers: ToolHeaders,
 }
 
 /// An open HTTP session.
@@ -148,6 +151,7 @@ pub(crate) fn connect(mut spec: HttpSpec, events: LinkEvents) -> Result<HttpLink
         closed: AtomicBool::new(false),
         stop: CancellationToken::new(),
         span: tracing::Span::current(),
+        tool_headers: ToolHeaders::default(),
     });
     let (outgoing, queue) = mpsc::unbounded_channel();
     tokio::spawn(dispatch(inner.clone(), queue).instrument(inner.span.clone()));
@@ -403,6 +407,7 @@ impl Inner {
     }
 
     fn emit(&self, message: RawMessage, origin: Origin) {
+        let message = self.tool_headers.incoming(&origin, message);
         let _ = self.events.send(LinkEvent::Message { message, origin });
     }
 
@@ -431,7 +436,17 @@ impl Inner {
         let method = message.method();
         let is_initialize = method.as_deref() == Some("initialize");
         let is_initialized = method.as_deref() == Some("notifications/initialized");
-        let headers = self.post_headers(&message, is_initialize);
+        let (mut headers, modern) = self.post_headers(&message, is_initialize);
+        if modern
+            && let Err(refusal) =
+                self.tool_headers
+                    .outgoing(&message, request.as_ref(), &mut headers)
+        {
+            if let Some(key) = request {
+                self.emit(refusal, Origin::Post(key));
+            }
+            return;
+        }
         let body = bytes::Bytes::from(message.into_string());
         let body = HandedOver {
             len: body.len() as u64,
@@ -497,22 +512,22 @@ impl Inner {
         }
     }
 
-    /// The headers of a POST of `message`.
-    fn post_headers(&self, message: &RawMessage, is_initialize: bool) -> HeaderMap {
-        let mut headers = match request_protocol_version(message) {
+    /// The headers of a POST of `message`, and whether it is a modern request.
+    fn post_headers(&self, message: &RawMessage, is_initialize: bool) -> (HeaderMap, bool) {
+        let (mut headers, modern) = match request_protocol_version(message) {
             // A modern request stands alone: its era's headers, no session.
             Some(version) if Era::of_version(&version) == Era::Modern => {
-                modern_headers(&self.spec.headers, message, &version)
+                (modern_headers(&self.spec.headers, message, &version), true)
             }
-            _ if is_initialize => self.spec.headers.clone(),
-            _ => self.session_headers(),
+            _ if is_initialize => (self.spec.headers.clone(), false),
+            _ => (self.session_headers(), false),
         };
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(
             ACCEPT,
             HeaderValue::from_static("application/json, text/event-stream"),
         );
-        headers
+        (headers, modern)
     }
 
     /// Answers `request` (or warns, for a message without an answer) when the server did not

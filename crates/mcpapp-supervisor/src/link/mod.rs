@@ -7,6 +7,7 @@ mod headers;
 pub(crate) mod http;
 mod json_stream;
 pub(crate) mod stdio;
+mod tool_headers;
 
 use std::sync::Arc;
 
