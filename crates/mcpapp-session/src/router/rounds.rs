@@ -347,6 +347,7 @@ impl Router {
             return Err(self.reask(&stream, handle, retry_id));
         };
         self.rounds.held.remove(handle);
+        self.rounds.held_requests.remove(&server_request);
         self.server_requests.remove(&server_request);
         let pending = self.requests.get_mut(&stream).ok_or_else(|| {
             RawMessage::error_response(Some(retry_id), -32603, "the held call vanished")
@@ -533,8 +534,10 @@ mod tests {
             "{}",
             message.as_str()
         );
-        // The state is spent.
+        // The state is spent, and nothing of the call is left.
         assert!(r.port_request(2, msg(&retry)).is_err());
+        r.close_port(2, "exchange over");
+        assert!(r.sizes().is_settled(), "{:?}", r.sizes());
     }
 
     #[test]
