@@ -533,13 +533,19 @@ impl Router {
             }
             restore_subscription_id(&self.requests, &mut message, &["result", "_meta"]);
             let stream = pending.stream;
+            let mut out = Vec::new();
+            if let Some(server_request) = &pending.held {
+                // The call ended while held for its client's input: that input is not needed.
+                out.push(self.give_up_held(&stream, server_request, "the call has ended"));
+            }
             self.end_stream_state(&stream);
             self.rounds.forget_count(&stream);
-            return vec![Delivery::Request {
+            out.push(Delivery::Request {
                 request: stream,
                 message,
                 last: true,
-            }];
+            });
+            return out;
         }
         if self.gateway.take_response(&key, &message) {
             return vec![Delivery::Rmcp(message)];
@@ -662,6 +668,48 @@ mod tests {
             .port_request(7, msg(r#"{"jsonrpc":"2.0","method":"tools/list"}"#))
             .unwrap_err();
         assert!(no_id.as_str().contains("-32600"), "{}", no_id.as_str());
+    }
+
+    #[test]
+    fn a_held_call_the_server_ends_anyway_lets_go_of_its_input_request() {
+        let mut r = legacy_upstream_with_caps();
+        r.open_port(1, modern_port(all_caps()));
+        let (k, _) = r
+            .port_request(1, msg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#))
+            .map(Accepted::into_parts)
+            .unwrap();
+        let d = r.upstream(
+            msg(r#"{"jsonrpc":"2.0","id":50,"method":"elicitation/create","params":{}}"#),
+            &Origin::Post(k.clone()),
+        );
+        let (_, answer, _) = last_request(&d);
+        let answer: serde_json::Value = serde_json::from_str(answer.as_str()).unwrap();
+        let state = answer["result"]["requestState"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        r.close_port(1, "exchange over");
+        // The app gives up waiting for the input and ends the call: its own request is
+        // answered, and the held call is gone.
+        let d = r.upstream(
+            msg(&format!(r#"{{"jsonrpc":"2.0","id":{k},"result":{{}}}}"#)),
+            &Origin::Stdio,
+        );
+        let answered = upstream_text(&d);
+        assert!(
+            answered.len() == 1 && answered[0].contains(r#""id":50,"error""#),
+            "{answered:?}"
+        );
+        assert!(r.sizes().is_settled(), "{:?}", r.sizes());
+        r.open_port(2, modern_port(all_caps()));
+        let retry = r
+            .port_request(2, msg(&format!(r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"requestState":"{state}","inputResponses":{{"input":{{}}}}}}}}"#)))
+            .unwrap_err();
+        assert!(
+            retry.as_str().contains("requestState names no call"),
+            "{}",
+            retry.as_str()
+        );
     }
 
     #[test]
