@@ -268,9 +268,7 @@ impl Router {
         let mut out = Vec::new();
         if let Some(entry) = self.ports.remove(port) {
             for key in entry.in_flight {
-                if let Some(pending) = self.forget_request(&key) {
-                    self.end_stream_state(&pending.stream);
-                }
+                self.end_request(&key);
                 out.push(cancelled(&key, reason));
             }
         }
@@ -299,11 +297,15 @@ impl Router {
         out
     }
 
-    /// Undoes per-stream state when a request ends for good (rounds, emulated listens).
-    fn end_stream_state(&mut self, stream: &Key) {
-        self.rounds.end_round(stream);
-        self.requests.end_stream(stream);
-        self.server_requests.end_stream(stream);
+    /// Ends the port request under the current upstream id `key` for good, with everything
+    /// kept for its stream: an open input round and its inputs, the retry's alias, the count
+    /// of rounds run. Every way a request ends comes through here.
+    fn end_request(&mut self, key: &Key) -> Option<PendingRequest> {
+        let pending = self.forget_request(key)?;
+        self.rounds.end_stream(&pending.stream);
+        self.requests.end_stream(&pending.stream);
+        self.server_requests.end_stream(&pending.stream);
+        Some(pending)
     }
 
     /// Queues a delivery that must go out along with an answer given at once.
@@ -466,7 +468,7 @@ impl Router {
             return self.end_listen(listen);
         }
         let current = self.requests.current(stream);
-        let Some(pending) = self.forget_request(&current) else {
+        let Some(pending) = self.end_request(&current) else {
             return Vec::new();
         };
         let mut out = Vec::new();
@@ -474,8 +476,6 @@ impl Router {
             // The server is still waiting for the modern client's input: it will not come.
             out.push(self.give_up_held(stream, server_request, reason));
         }
-        self.end_stream_state(stream);
-        self.rounds.forget_count(stream);
         out.push(cancelled(&current, reason));
         out
     }
@@ -520,7 +520,7 @@ impl Router {
         {
             return self.start_round(&key, &message);
         }
-        if let Some(pending) = self.forget_request(&key) {
+        if let Some(pending) = self.end_request(&key) {
             if message.kind() == MessageKind::Error
                 && let Some(uri) = &pending.subscribes
             {
@@ -538,8 +538,6 @@ impl Router {
                 // The call ended while held for its client's input: that input is not needed.
                 out.push(self.give_up_held(&stream, server_request, "the call has ended"));
             }
-            self.end_stream_state(&stream);
-            self.rounds.forget_count(&stream);
             out.push(Delivery::Request {
                 request: stream,
                 message,

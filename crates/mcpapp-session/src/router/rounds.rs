@@ -117,13 +117,9 @@ impl Rounds {
         }
     }
 
-    /// Forgets a stream's open round (its call ended).
-    pub(crate) fn end_round(&mut self, stream: &Key) {
+    /// Forgets a stream's open round and how many it ran (its call ended).
+    pub(crate) fn end_stream(&mut self, stream: &Key) {
         self.open.remove(stream);
-    }
-
-    /// Forgets how many rounds a stream's call ran.
-    pub(crate) fn forget_count(&mut self, stream: &Key) {
         self.done.remove(stream);
     }
 
@@ -160,7 +156,7 @@ impl Router {
         let done = self.rounds.done.get(&stream).copied().unwrap_or(0);
         let original_id = pending.original_id.clone();
         if done >= MAX_ROUNDS {
-            let _ = self.forget_request(key);
+            self.end_request(key);
             let reason =
                 format!("the app asked for input more than {MAX_ROUNDS} times in one call");
             return vec![fail(stream, &original_id, &reason)];
@@ -178,7 +174,7 @@ impl Router {
         let mut awaiting = BTreeSet::new();
         for (input, method, params) in era::input_requests(&result) {
             if !capabilities.allows(&method) {
-                let _ = self.forget_request(key);
+                self.end_request(key);
                 let reason =
                     format!("the app needs {method}, which this client session did not declare");
                 return vec![fail(stream, &original_id, &reason)];
@@ -233,8 +229,7 @@ impl Router {
             let error = message.member("error").map(ToOwned::to_owned);
             let upstream = round.upstream.clone();
             let id = self.requests.get(&upstream).map(|p| p.original_id.clone());
-            self.rounds.open.remove(stream);
-            let _ = self.forget_request(&upstream);
+            self.end_request(&upstream);
             return vec![Delivery::Request {
                 request: stream.clone(),
                 message: refused(id, error),
@@ -652,6 +647,69 @@ mod tests {
             "{}",
             message.as_str()
         );
+    }
+
+    /// A modern upstream, a legacy port with every capability and a call in flight.
+    fn call_on_a_modern_upstream() -> (Router, Key) {
+        let mut r = Router::with_secret([3, 4]);
+        r.set_upstream_era(Era::Modern);
+        r.open_port(1, legacy(all_caps()));
+        let (k, _) = r
+            .port_request(
+                1,
+                msg(r#"{"jsonrpc":"2.0","id":"c","method":"tools/call"}"#),
+            )
+            .map(Accepted::into_parts)
+            .unwrap();
+        (r, k)
+    }
+
+    fn input_required(key: &Key, inputs: &str) -> RawMessage {
+        msg(&format!(
+            r#"{{"jsonrpc":"2.0","id":{key},"result":{{"resultType":"input_required","inputRequests":{{{inputs}}},"requestState":"s"}}}}"#
+        ))
+    }
+
+    #[test]
+    fn a_call_that_ends_in_any_way_leaves_nothing_of_its_rounds() {
+        // Its port closes during its second round.
+        let (mut r, k) = call_on_a_modern_upstream();
+        let elicit = r#""e":{"method":"elicitation/create","params":{}}"#;
+        let d = r.upstream(input_required(&k, elicit), &Origin::Stdio);
+        let asked = last_request(&d).1.id().unwrap().get().to_owned();
+        let d = r.port_response(
+            1,
+            msg(&format!(
+                r#"{{"jsonrpc":"2.0","id":{asked},"result":{{}}}}"#
+            )),
+        );
+        let retry = request_key(&d);
+        r.upstream(input_required(&retry, elicit), &Origin::Stdio);
+        r.close_port(1, "gone");
+        assert!(r.sizes().is_settled(), "{:?}", r.sizes());
+        // Its client refuses one of two inputs.
+        let (mut r, k) = call_on_a_modern_upstream();
+        let two = r#""e":{"method":"elicitation/create","params":{}},"r":{"method":"roots/list"}"#;
+        let d = r.upstream(input_required(&k, two), &Origin::Stdio);
+        let asked = last_request(&d).1.id().unwrap().get().to_owned();
+        let d = r.port_response(
+            1,
+            msg(&format!(
+                r#"{{"jsonrpc":"2.0","id":{asked},"error":{{"code":-1,"message":"no"}}}}"#
+            )),
+        );
+        assert!(last_request(&d).2);
+        assert!(r.sizes().is_idle(), "{:?}", r.sizes());
+        // The app asks for input once too often.
+        let (mut r, k) = call_on_a_modern_upstream();
+        let mut key = k;
+        for _ in 0..MAX_ROUNDS {
+            // Only a requestState: the call goes up again at once.
+            key = request_key(&r.upstream(input_required(&key, ""), &Origin::Stdio));
+        }
+        let d = r.upstream(input_required(&key, ""), &Origin::Stdio);
+        assert!(last_request(&d).1.as_str().contains("more than 10 times"));
+        assert!(r.sizes().is_idle(), "{:?}", r.sizes());
     }
 
     #[test]
