@@ -109,8 +109,11 @@ pub(crate) fn inject_request_meta(
 
 /// Gives a legacy server's result what a modern client expects: `resultType` and, for
 /// listings, discovery and reads, cache hints that promise nothing (the gateway does not
-/// know how long the app's answer holds).
+/// know how long the app's answer holds). An error response has no result to complete.
 pub(crate) fn complete_result(message: &mut RawMessage, method: &str) {
+    if message.member_text("result").is_none() {
+        return;
+    }
     let mut set = |key: &str, value: Box<RawValue>| {
         if message.path(&["result", key]).is_none() {
             let _ = message.set_path(&["result", key], &value);
@@ -334,6 +337,10 @@ mod tests {
             call.as_str(),
             r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"resultType":"complete"}}"#
         );
+        let error = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"no"}}"#;
+        let mut refused = msg(error);
+        complete_result(&mut refused, "tools/list");
+        assert_eq!(refused.as_str(), error, "an error stays an error");
     }
 
     #[test]
