@@ -146,6 +146,24 @@ impl Requests {
         true
     }
 
+    /// Progress of the request under the current id `key` goes out under the client token
+    /// `token` from now on, or not at all (a held call's retry takes the call over).
+    pub(crate) fn retoken(&mut self, key: &Key, token: Option<Box<RawValue>>) {
+        let Some(upstream) = self.pending.get(key).and_then(|p| p.token.clone()) else {
+            return;
+        };
+        match (token, self.tokens.get_mut(&upstream)) {
+            (Some(token), Some((_, original))) => *original = token,
+            (None, _) => {
+                self.tokens.remove(&upstream);
+                if let Some(pending) = self.pending.get_mut(key) {
+                    pending.token = None;
+                }
+            }
+            (Some(_), None) => {}
+        }
+    }
+
     /// Forgets that a stream's request moved (it has ended).
     pub(crate) fn end_stream(&mut self, stream: &Key) {
         self.aliases.remove(stream);
@@ -276,6 +294,40 @@ mod tests {
         requests.remove(&retry);
         requests.end_stream(&stream);
         assert_eq!(requests.sizes(), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_request_taken_over_keeps_its_upstream_token_under_the_new_clients_token_or_none() {
+        let mut ids = Ids::default();
+        let mut requests = Requests::default();
+        let mut m = msg(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":"first"}}}"#,
+        );
+        let (key, token) = requests.rewrite(&mut ids, 1, &mut m);
+        requests.insert(key.clone(), pending(1, &key, "1", token));
+        let progress = || {
+            msg(
+                r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"gwpt:1"}}"#,
+            )
+        };
+        requests.retoken(&key, Some(raw_string("second")));
+        let mut p = progress();
+        assert_eq!(
+            requests.restore_progress(&mut p),
+            Progress::Stream(key.clone())
+        );
+        assert!(
+            p.as_str().contains(r#""progressToken":"second""#),
+            "{}",
+            p.as_str()
+        );
+        requests.retoken(&key, None);
+        assert_eq!(
+            requests.restore_progress(&mut progress()),
+            Progress::Unknown
+        );
+        assert_eq!(requests.sizes(), (1, 0, 0));
+        assert!(requests.remove(&key).unwrap().token.is_none());
     }
 
     #[test]

@@ -350,6 +350,9 @@ impl Router {
         pending.port = port;
         pending.original_id = retry_id.to_owned();
         pending.held = None;
+        // Progress of the call is the retry's now, under the retry's token (or none).
+        let token = message.get_path(&["params", "_meta", "progressToken"]);
+        self.requests.retoken(&stream, token);
         self.ports.add_in_flight(port, stream.clone());
         let reply = RawMessage::response(&raw_json(server_request.clone()), answer);
         Ok(Some(Accepted {
@@ -533,6 +536,60 @@ mod tests {
         assert!(r.port_request(2, msg(&retry)).is_err());
         r.close_port(2, "exchange over");
         assert!(r.sizes().is_settled(), "{:?}", r.sizes());
+    }
+
+    /// A modern client's call with a progress token, held for `roots/list` on a legacy
+    /// upstream; its upstream progress token and the `requestState` of its retry.
+    fn held_call_with_a_token() -> (Router, String, String) {
+        let mut r = legacy_upstream_with_caps();
+        r.open_port(1, modern_port(all_caps()));
+        let (k, d) = r
+            .port_request(1, msg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":"first"}}}"#))
+            .map(Accepted::into_parts)
+            .unwrap();
+        let sent: serde_json::Value = serde_json::from_str(&upstream_text(&d)[0]).unwrap();
+        let token = sent["params"]["_meta"]["progressToken"].to_string();
+        let d = r.upstream(
+            msg(r#"{"jsonrpc":"2.0","id":50,"method":"roots/list"}"#),
+            &Origin::Post(k),
+        );
+        let answer: serde_json::Value = serde_json::from_str(last_request(&d).1.as_str()).unwrap();
+        let state = answer["result"]["requestState"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        r.close_port(1, "exchange over");
+        r.open_port(2, modern_port(all_caps()));
+        (r, token, state)
+    }
+
+    #[test]
+    fn progress_of_a_resumed_call_goes_to_the_retry_under_its_own_token() {
+        let progress = |token: &str| {
+            msg(&format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{token},"progress":1}}}}"#
+            ))
+        };
+        let retry = |state: &str, meta: &str| {
+            msg(&format!(
+                r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"requestState":"{state}","inputResponses":{{"input":{{"roots":[]}}}},"_meta":{{{meta}}}}}}}"#
+            ))
+        };
+        let (mut r, token, state) = held_call_with_a_token();
+        r.port_request(2, retry(&state, r#""progressToken":"second""#))
+            .unwrap();
+        let d = r.upstream(progress(&token), &Origin::Stdio);
+        let (_, message, _) = last_request(&d);
+        assert!(
+            message.as_str().contains(r#""progressToken":"second""#),
+            "{}",
+            message.as_str()
+        );
+        // A retry without a token hears no progress.
+        let (mut r, token, state) = held_call_with_a_token();
+        r.port_request(2, retry(&state, "")).unwrap();
+        let d = r.upstream(progress(&token), &Origin::Stdio);
+        assert!(matches!(&d[..], [Delivery::Rmcp(_)]), "{d:?}");
     }
 
     #[test]
