@@ -1,1 +1,0 @@
-//! Property tests of the routing core (written below).
