@@ -105,6 +105,10 @@ impl RawMessage {
         };
         match message.slice("jsonrpc") {
             Some("\"2.0\"") => {}
+            // The same string written with escapes.
+            Some(escaped)
+                if escaped.contains('\\')
+                    && serde_json::from_str::<String>(escaped).is_ok_and(|v| v == "2.0") => {}
             Some(other) => {
                 return Err(RawError::InvalidEnvelope(format!(
                     "`jsonrpc` must be \"2.0\", not {other}"
@@ -811,6 +815,8 @@ mod tests {
         assert!(RawMessage::parse("[1]").is_err());
         assert!(RawMessage::parse(r#"{"id":1,"method":"x"}"#).is_err());
         assert!(RawMessage::parse(r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#).is_err());
+        assert!(RawMessage::parse(r#"{"jsonrpc":"2\u002e0","id":1,"method":"x"}"#).is_ok());
+        assert!(RawMessage::parse(r#"{"jsonrpc":"2\u002e1","id":1,"method":"x"}"#).is_err());
         assert!(RawMessage::parse(r#"{"jsonrpc":"2.0","id":1}"#).is_err());
         let extra = RawMessage::parse(r#"{"jsonrpc":"2.0","method":"x","x-top":1}"#).unwrap();
         assert!(extra.check_envelope().is_err());
