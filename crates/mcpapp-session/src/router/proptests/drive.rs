@@ -149,9 +149,13 @@ impl World {
     pub(super) fn close(&mut self, port: PortId) -> Outcome {
         self.ports.remove(&port);
         let generation = self.generation;
-        for e in &mut self.exchanges {
+        let mut streams = Vec::new();
+        for (n, e) in self.exchanges.iter_mut().enumerate() {
             if e.generation == generation && e.port == port {
                 e.waiting = false;
+                if e.hub_open && self.streams.get(&(generation, e.stream.clone())) == Some(&n) {
+                    streams.push((n, e.stream.clone()));
+                }
             }
         }
         for s in &mut self.seen {
@@ -160,6 +164,13 @@ impl World {
             }
         }
         let d = self.router.close_port(port, "the client's session ended");
+        for (n, stream) in streams {
+            if self.router.original_id(&stream).is_some() {
+                return Err(format!(
+                    "forgotten: exchange #{n} of closed port {port} is still known on {stream}"
+                ));
+            }
+        }
         self.apply(d)
     }
 

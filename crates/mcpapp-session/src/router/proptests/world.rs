@@ -6,6 +6,7 @@
 //! - *server requests*: every server-to-client request is answered at most once, by a party
 //!   that may;
 //! - *orphan*: no request stays pending upstream once nobody waits for it;
+//! - *forgotten*: a closed port's requests are forgotten at once;
 //! - *completeness*: what a party is owed (an update, a list change) reaches it;
 //! - *well-formed*: a final answer is a JSON-RPC response (a result or an error);
 //! - *eras*: a legacy server never sees the modern `_meta`, a modern one always does;
