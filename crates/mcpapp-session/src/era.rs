@@ -296,6 +296,7 @@ pub(crate) fn is_input_required(result: &RawValue) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use expect_test::expect;
 
     fn msg(text: &str) -> RawMessage {
         RawMessage::parse(text).unwrap()
@@ -308,10 +309,7 @@ mod tests {
         );
         assert_eq!(request_version(&m).as_deref(), Some(MODERN));
         strip_request_meta(&mut m);
-        assert_eq!(
-            m.as_str(),
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":3}}}"#
-        );
+        expect![[r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":3}}}"#]].assert_eq(m.as_str());
         let caps = raw_json(r#"{"elicitation":{}}"#.to_owned());
         inject_request_meta(&mut m, Some(&caps), None, Some("info"));
         assert_eq!(request_version(&m).as_deref(), Some(MODERN));
@@ -326,10 +324,7 @@ mod tests {
     fn legacy_results_get_a_result_type_and_cache_hints_where_due() {
         let mut list = msg(r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#);
         complete_result(&mut list, "tools/list");
-        assert_eq!(
-            list.as_str(),
-            r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[],"resultType":"complete","ttlMs":0,"cacheScope":"private"}}"#
-        );
+        expect![[r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[],"resultType":"complete","ttlMs":0,"cacheScope":"private"}}"#]].assert_eq(list.as_str());
         let mut call =
             msg(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"resultType":"complete"}}"#);
         complete_result(&mut call, "tools/call");

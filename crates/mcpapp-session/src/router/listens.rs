@@ -260,6 +260,7 @@ mod tests {
     use super::*;
     use crate::raw::{raw_json, raw_string};
     use crate::router::{Origin, PortCapabilities};
+    use expect_test::expect;
 
     fn listen_request(notifications: &str) -> RawMessage {
         msg(&format!(
@@ -285,10 +286,8 @@ mod tests {
         assert!(!listen.hears("notifications/prompts/list_changed"));
         assert!(!listen.hears("notifications/resources/list_changed"));
         assert_eq!(listen.uris, ["a://x", "b://y"]);
-        assert_eq!(
-            listen.acknowledgement().unwrap().as_str(),
-            r#"{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"L"},"notifications":{"toolsListChanged":true,"resourceSubscriptions":["a://x","b://y"]}}}"#
-        );
+        expect![[r#"{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"L"},"notifications":{"toolsListChanged":true,"resourceSubscriptions":["a://x","b://y"]}}}"#]]
+            .assert_eq(listen.acknowledgement().unwrap().as_str());
         // Without a handshake nothing is offered.
         let none = Listen::accept(
             4,
@@ -335,10 +334,7 @@ mod tests {
             panic!("no delivery");
         };
         assert_eq!(request, "s2");
-        assert_eq!(
-            message.as_str(),
-            r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"u","_meta":{"io.modelcontextprotocol/subscriptionId":"two"}}}"#
-        );
+        expect![[r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"u","_meta":{"io.modelcontextprotocol/subscriptionId":"two"}}}"#]].assert_eq(message.as_str());
         assert!(listens.tagged(&"s3".to_owned(), &update).is_none());
         listens.remove_port(1);
         assert_eq!(listens.sizes(), (1, 0));

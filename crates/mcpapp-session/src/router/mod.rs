@@ -558,6 +558,7 @@ impl Router {
 mod tests {
     use super::testing::*;
     use super::*;
+    use expect_test::expect;
 
     #[test]
     fn timed_out_requests_are_cancelled_upstream_once() {
@@ -732,9 +733,6 @@ mod tests {
         );
         let (_, message, last) = last_request(&d);
         assert!(last);
-        assert_eq!(
-            message.as_str(),
-            r#"{"jsonrpc":"2.0","id":"m1","result":{"tools":[],"resultType":"complete","ttlMs":0,"cacheScope":"private"}}"#
-        );
+        expect![[r#"{"jsonrpc":"2.0","id":"m1","result":{"tools":[],"resultType":"complete","ttlMs":0,"cacheScope":"private"}}"#]].assert_eq(message.as_str());
     }
 }

@@ -170,6 +170,7 @@ mod tests {
     use super::super::testing::*;
     use super::*;
     use crate::router::PortCapabilities;
+    use expect_test::expect;
 
     #[test]
     fn port_requests_get_fresh_ids_and_tokens_that_are_restored() {
@@ -207,10 +208,7 @@ mod tests {
                 },
             ] => {
                 assert_eq!(request, &k1);
-                assert_eq!(
-                    message.as_str(),
-                    r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tokA","progress":1}}"#
-                );
+                expect![[r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tokA","progress":1}}"#]].assert_eq(message.as_str());
             }
             other => panic!("{other:?}"),
         }

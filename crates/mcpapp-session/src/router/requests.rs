@@ -203,6 +203,7 @@ impl Requests {
 mod tests {
     use super::*;
     use crate::raw::raw_string;
+    use expect_test::expect;
 
     fn msg(text: &str) -> RawMessage {
         RawMessage::parse(text).unwrap()
@@ -233,10 +234,7 @@ mod tests {
         let (key, token) = requests.rewrite(&mut ids, 2, &mut m);
         assert_eq!(key, r#""gw:2:1""#);
         assert_eq!(token.as_deref(), Some(r#""gwpt:1""#));
-        assert_eq!(
-            m.as_str(),
-            r#"{"jsonrpc":"2.0","id":"gw:2:1","method":"tools/call","params":{"_meta":{"progressToken":"gwpt:1"}}}"#
-        );
+        expect![[r#"{"jsonrpc":"2.0","id":"gw:2:1","method":"tools/call","params":{"_meta":{"progressToken":"gwpt:1"}}}"#]].assert_eq(m.as_str());
         requests.insert(key.clone(), pending(2, &key, "a", token));
         let mut progress = msg(
             r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"gwpt:1","progress":1}}"#,

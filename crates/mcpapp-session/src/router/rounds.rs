@@ -408,6 +408,7 @@ mod tests {
     use super::*;
     use crate::raw::raw_string;
     use crate::router::{Origin, PortCapabilities, PortSpec};
+    use expect_test::expect;
 
     #[test]
     fn a_retry_carries_the_answers_and_the_state_under_its_new_id() {
@@ -424,15 +425,11 @@ mod tests {
         round
             .responses
             .insert("a".to_owned(), serde_json::json!({"action": "accept"}));
-        assert_eq!(
-            round.retry_of(&sent, &raw_string("gw:1:2")).as_str(),
-            r#"{"jsonrpc":"2.0","id":"gw:1:2","method":"tools/call","params":{"name":"x","requestState":"s2","inputResponses":{"a":{"action":"accept"}}}}"#
-        );
+        expect![[r#"{"jsonrpc":"2.0","id":"gw:1:2","method":"tools/call","params":{"name":"x","requestState":"s2","inputResponses":{"a":{"action":"accept"}}}}"#]]
+            .assert_eq(round.retry_of(&sent, &raw_string("gw:1:2")).as_str());
         round.request_state = None;
-        assert_eq!(
-            round.retry_of(&sent, &raw_string("gw:1:3")).as_str(),
-            r#"{"jsonrpc":"2.0","id":"gw:1:3","method":"tools/call","params":{"name":"x","inputResponses":{"a":{"action":"accept"}}}}"#
-        );
+        expect![[r#"{"jsonrpc":"2.0","id":"gw:1:3","method":"tools/call","params":{"name":"x","inputResponses":{"a":{"action":"accept"}}}}"#]]
+            .assert_eq(round.retry_of(&sent, &raw_string("gw:1:3")).as_str());
     }
 
     #[test]
