@@ -18,7 +18,11 @@
 //! - `rounds`: input rounds between eras, both ways;
 //! - `listens`: `subscriptions/listen` across eras;
 //! - `gateway`: the gateway's own traffic (rmcp's requests, the handshake, probes, and the
-//!   requests the router makes to keep shared state right).
+//!   requests the router makes to keep shared state right);
+//! - `errors`: every error the router answers on its own, with its JSON-RPC code.
+//!
+//! `proptests/` drives the whole with random interleavings of every party's moves against a
+//! model of them (its doc lists the properties); `Router::sizes` says what each table holds.
 //!
 //! This file holds the entry points, what a port's arrival, request, departure and a given-up
 //! request do across the tables, and responses from the server.
@@ -47,6 +51,7 @@
 //! - Notifications tied to a `subscriptions/listen` request go to that request's stream, with
 //!   the client's own id restored in their `_meta`.
 
+mod errors;
 mod gateway;
 mod ids;
 mod listens;
@@ -65,6 +70,7 @@ mod proptests;
 use mcpapp_manifest::Era;
 use serde_json::value::RawValue;
 
+use self::errors::Failure;
 use self::gateway::Gateway;
 use self::ids::Ids;
 pub(crate) use self::ids::{Key, PortId, key_of};
@@ -274,11 +280,7 @@ impl Router {
         }
         for key in self.server_requests.release_port(port) {
             out.push(Delivery::Upstream {
-                message: RawMessage::error_response(
-                    Some(&raw_json(key.clone())),
-                    -32603,
-                    &format!("the client that was asked has gone: {reason}"),
-                ),
+                message: Failure::ClientGone { reason }.answer(Some(&raw_json(key))),
                 request: None,
             });
         }
@@ -345,18 +347,10 @@ impl Router {
         mut message: RawMessage,
     ) -> Result<Accepted, RawMessage> {
         let Some(original_id) = message.id().map(ToOwned::to_owned) else {
-            return Err(RawMessage::error_response(
-                None,
-                -32600,
-                "a request needs an id",
-            ));
+            return Err(Failure::NoId.answer(None));
         };
         let Some(entry) = self.ports.get(port) else {
-            return Err(RawMessage::error_response(
-                Some(&original_id),
-                -32603,
-                "this session is closed",
-            ));
+            return Err(Failure::SessionClosed.answer(Some(&original_id)));
         };
         let port_era = entry.spec.era;
         let method = message.method().unwrap_or_default();

@@ -14,6 +14,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::value::RawValue;
 
+use super::errors::Failure;
 use super::ids::{Key, PortId, handle};
 use super::server_requests::Owner;
 use super::{Accepted, Delivery, Router};
@@ -72,8 +73,7 @@ fn input_request(id: &Key, method: &str, params: Option<serde_json::Value>) -> O
 
 /// The end of a call whose client refused an input: its own error under the call's id.
 fn refused(id: Option<Box<RawValue>>, error: Option<Box<RawValue>>) -> RawMessage {
-    let fallback =
-        || RawMessage::error_response(None, -32603, "the client refused the app's request");
+    let fallback = || Failure::InputRefused.answer(None);
     match (id, error) {
         (Some(id), Some(error)) => RawMessage::parse(format!(
             r#"{{"jsonrpc":"2.0","id":{},"error":{}}}"#,
@@ -89,7 +89,7 @@ fn refused(id: Option<Box<RawValue>>, error: Option<Box<RawValue>>) -> RawMessag
 fn fail(stream: Key, original_id: &RawValue, reason: &str) -> Delivery {
     Delivery::Request {
         request: stream,
-        message: RawMessage::error_response(Some(original_id), -32603, reason),
+        message: Failure::RoundFailed { reason }.answer(Some(original_id)),
         last: true,
     }
 }
@@ -320,19 +320,16 @@ impl Router {
         message: &RawMessage,
         retry_id: &RawValue,
     ) -> Result<Option<Accepted>, RawMessage> {
-        let invalid = |reason: &str| RawMessage::error_response(Some(retry_id), -32602, reason);
         let Some(stream) = self.rounds.held.get(handle).cloned() else {
-            return Err(invalid(
-                "requestState names no call waiting for input here (it ended, timed out or belongs to another gateway)",
-            ));
+            return Err(Failure::UnknownRequestState.answer(Some(retry_id)));
         };
         let method = message.method().unwrap_or_default();
         let Some(pending) = self.requests.get(&stream) else {
             self.rounds.held.remove(handle);
-            return Err(invalid("the call this requestState belonged to has ended"));
+            return Err(Failure::HeldCallEnded.answer(Some(retry_id)));
         };
         if pending.method != method {
-            return Err(invalid("requestState belongs to another request"));
+            return Err(Failure::StateOfAnotherRequest.answer(Some(retry_id)));
         }
         let Some(server_request) = pending.held.clone() else {
             return Ok(None);
@@ -344,9 +341,10 @@ impl Router {
         self.rounds.held.remove(handle);
         self.rounds.held_requests.remove(&server_request);
         self.server_requests.remove(&server_request);
-        let pending = self.requests.get_mut(&stream).ok_or_else(|| {
-            RawMessage::error_response(Some(retry_id), -32603, "the held call vanished")
-        })?;
+        let pending = self
+            .requests
+            .get_mut(&stream)
+            .ok_or_else(|| Failure::HeldCallVanished.answer(Some(retry_id)))?;
         pending.port = port;
         pending.original_id = retry_id.to_owned();
         pending.held = None;
@@ -377,7 +375,7 @@ impl Router {
                 retry_id,
                 &era::input_required("input", &method, params.as_deref(), handle),
             ),
-            None => RawMessage::error_response(Some(retry_id), -32603, "the held call vanished"),
+            None => Failure::HeldCallVanished.answer(Some(retry_id)),
         }
     }
 
@@ -392,11 +390,7 @@ impl Router {
         self.rounds.release_held(stream, server_request);
         self.server_requests.remove(server_request);
         Delivery::Upstream {
-            message: RawMessage::error_response(
-                Some(&raw_json(server_request.clone())),
-                -32603,
-                &format!("the client did not answer: {reason}"),
-            ),
+            message: Failure::NoInput { reason }.answer(Some(&raw_json(server_request.clone()))),
             request: None,
         }
     }

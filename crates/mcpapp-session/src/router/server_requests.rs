@@ -18,6 +18,7 @@ use std::collections::HashMap;
 
 use mcpapp_manifest::Era;
 
+use super::errors::Failure;
 use super::gateway::Gateway;
 use super::ids::{Key, PortId, key_of};
 use super::ports::Ports;
@@ -194,11 +195,11 @@ impl Router {
                 vec![Delivery::Rmcp(message)]
             }
             Route::Refuse(why) => vec![Delivery::Upstream {
-                message: RawMessage::error_response(
-                    message.id(),
-                    -32603,
-                    &format!("no client connected through the gateway can answer {method}: {why}"),
-                ),
+                message: Failure::NobodyCanAnswer {
+                    method: &method,
+                    why: &why,
+                }
+                .answer(message.id()),
                 request: None,
             }],
         }
