@@ -24,6 +24,7 @@ use crate::pipe::HubPipe;
 use crate::port::{Port, PortError};
 use crate::raw::{RawError, RawMessage, raw_string};
 use crate::router::{PortCapabilities, PortSpec};
+use crate::stats::SessionStats;
 
 /// Protocol versions a client session may have, oldest first: the Streamable HTTP era up to
 /// the last one with `initialize`. Between them only fields and features were added, which a
@@ -270,6 +271,18 @@ impl Connection {
             Era::Legacy => era::discover_from_initialize(&handshake),
             Era::Modern => era::discover_for_clients(&handshake),
         })
+    }
+
+    /// The sizes of this session's tables, as the hub sees them now (see [`SessionStats`]).
+    ///
+    /// # Errors
+    /// [`PortError::SessionGone`] when the session has ended.
+    pub async fn session_stats(&self) -> Result<SessionStats, PortError> {
+        let (reply, stats) = oneshot::channel();
+        self.hub
+            .send(HubCommand::Stats { reply })
+            .map_err(|_| PortError::SessionGone)?;
+        stats.await.map_err(|_| PortError::SessionGone)
     }
 
     async fn handshake(&self) -> Result<(Era, Box<RawValue>), PortError> {

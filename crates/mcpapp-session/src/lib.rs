@@ -72,6 +72,7 @@ mod pipe;
 mod port;
 mod raw;
 mod router;
+mod stats;
 mod trace_context;
 
 pub use client::{GatewayClient, Notice};
@@ -84,4 +85,5 @@ pub use link::{CloseFuture, Link, LinkEvent, LinkEvents, Origin, RequestKey};
 pub use observe::{CallOutcome, CallPath, SessionObserver, ToolObserver};
 pub use port::{Port, PortError, PortReply, ResponseStream};
 pub use raw::{MessageKind, RawError, RawMessage, raw_string};
+pub use stats::SessionStats;
 pub use trace_context::inject_trace_context;
