@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{Instrument, debug};
 
+use crate::dual::{LegacyLeg, LinkOpener};
 use crate::era;
 use crate::hub::{Hub, HubCommand, PORT_BACKLOG};
 use crate::link::{Link, LinkEvent};
@@ -55,6 +56,9 @@ pub struct Connection {
     pub request_timeout: Duration,
     app_id: String,
     meters: Arc<dyn SessionObserver>,
+    /// For a modern app that can be reached again: the legacy session of legacy clients,
+    /// if the app is dual-era (`dual.rs`).
+    legacy: Option<LegacyLeg>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -178,7 +182,19 @@ impl Connection {
             request_timeout,
             app_id: app_id.to_owned(),
             meters,
+            legacy: None,
         })
+    }
+
+    /// Lets a modern session open a legacy session of the same app for legacy clients, on a
+    /// link `opener` makes, if the app serves both eras (see `dual.rs`). Nothing is sent
+    /// until the first legacy client arrives. A legacy session ignores it.
+    #[must_use]
+    pub fn with_legacy_session(mut self, opener: Arc<dyn LinkOpener>) -> Self {
+        if self.era == Era::Modern {
+            self.legacy = Some(LegacyLeg::new(opener));
+        }
+        self
     }
 
     /// Resolves with the reason once the link has closed.
@@ -186,8 +202,11 @@ impl Connection {
         self.closed.clone()
     }
 
-    /// Closes rmcp and the link.
+    /// Closes rmcp and the link (and a dual-era app's legacy session).
     pub async fn shutdown(&self, grace: Duration) {
+        if let Some(legacy) = &self.legacy {
+            legacy.shutdown(grace).await;
+        }
         self.client.cancellation_token().cancel();
         self.link.close(grace).await;
     }
@@ -199,10 +218,20 @@ impl Connection {
     /// modern upstream, one made from its `server/discover` result), with the protocol
     /// version the port will speak: the client's, when it is one of
     /// [`PORT_PROTOCOL_VERSIONS`] the session can serve; else the newest the session can.
+    /// On a dual-era app (see [`Connection::with_legacy_session`]) the port is opened on the
+    /// app's legacy session.
     pub async fn open_port(
         self: &Arc<Self>,
         initialize: &RawMessage,
     ) -> Result<(Port, RawMessage), PortError> {
+        if let Some(legacy) = &self.legacy
+            && let Some(session) = legacy
+                .session(&self.app_id, self.request_timeout, &self.meters)
+                .await
+        {
+            // Boxed: a port of the legacy session is opened by that session's own method.
+            return Box::pin(session.open_port(initialize)).await;
+        }
         let Some(id) = initialize.id().map(ToOwned::to_owned) else {
             return Err(PortError::Invalid(RawError::InvalidEnvelope(
                 "initialize needs an id".to_owned(),

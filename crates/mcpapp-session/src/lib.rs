@@ -63,6 +63,7 @@
 
 mod client;
 mod connection;
+mod dual;
 mod elicit;
 mod era;
 mod hub;
@@ -79,6 +80,7 @@ pub use client::{GatewayClient, Notice};
 pub use connection::{
     Connection, EraChoice, HandshakeError, PORT_PROTOCOL_VERSIONS, closed_reason,
 };
+pub use dual::LinkOpener;
 pub use elicit::{Causes, ElicitFuture, ElicitationRequest, Elicitor};
 pub use era::{MODERN_PROTOCOL_VERSION, request_protocol_version};
 pub use link::{CloseFuture, Link, LinkEvent, LinkEvents, Origin, RequestKey};

@@ -218,3 +218,65 @@ async fn a_request_whose_client_leaves_while_it_is_being_taken_is_cancelled_at_o
     assert!(stats.is_idle(), "{stats:?}");
     assert_eq!(stats.ports, 0);
 }
+
+/// Opens links to new test servers of every version, or fails to.
+#[derive(Debug)]
+struct Opener {
+    works: bool,
+    opened: std::sync::atomic::AtomicUsize,
+}
+
+impl mcpapp_session::LinkOpener for Opener {
+    fn open(
+        &self,
+    ) -> Result<
+        (
+            std::sync::Arc<dyn mcpapp_session::Link>,
+            tokio::sync::mpsc::UnboundedReceiver<mcpapp_session::LinkEvent>,
+        ),
+        String,
+    > {
+        self.opened
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if !self.works {
+            return Err("the endpoint refused".to_owned());
+        }
+        let (link, events) = crate::PipeLink::connect(crate::TestServer::new(false));
+        Ok((link, events))
+    }
+}
+
+#[tokio::test]
+async fn a_modern_app_that_also_speaks_legacy_serves_legacy_ports_on_a_session_of_their_own() {
+    for works in [true, false] {
+        let session = open(false, EraChoice::Auto, PATIENCE).await;
+        let opener = std::sync::Arc::new(Opener {
+            works,
+            opened: std::sync::atomic::AtomicUsize::new(0),
+        });
+        let connection = std::sync::Arc::into_inner(session.connection)
+            .unwrap()
+            .with_legacy_session(opener.clone());
+        let connection = std::sync::Arc::new(connection);
+        assert_eq!(connection.era, Era::Modern);
+        let (first, _) = connection
+            .open_port(&initialize("2025-11-25"))
+            .await
+            .unwrap();
+        let (second, _) = connection
+            .open_port(&initialize("2025-11-25"))
+            .await
+            .unwrap();
+        let answers = exchange(&second, call(json!(1), "echo", "legacy")).await;
+        assert_eq!(
+            json_of(&answers[0])["result"]["content"][0]["text"],
+            "legacy"
+        );
+        // Asked once, whatever the answer; the ports are on the legacy session if it opened.
+        assert_eq!(opener.opened.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let stats = connection.session_stats().await.unwrap();
+        assert_eq!(stats.ports, if works { 0 } else { 2 }, "works={works}");
+        drop((first, second));
+        connection.shutdown(Duration::ZERO).await;
+    }
+}

@@ -389,3 +389,45 @@ async fn newline_delimited_json_answers_are_read_as_they_arrive() {
     drop(stream);
     supervisor.shutdown().await;
 }
+
+#[tokio::test]
+async fn legacy_clients_of_a_dual_era_app_get_a_legacy_session_of_their_own() {
+    // A dual-era app serves a legacy client by its legacy rules on a session of the
+    // gateway's; a 2026-07-28-only app refuses one, and its legacy clients are translated.
+    for (era, legacy_served) in [("both", "2025-11-25"), ("modern", "2026-07-28")] {
+        let server = HttpApp::start("fixture-app", &["--era", era]);
+        let apps = AppsDir::new();
+        apps.http_app("eras", &server.url, "{}");
+        let (supervisor, app) = running(&apps, "eras").await;
+        let client_info = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                 "params": {"name": "client_info", "arguments": {}}});
+        let served = |replies: Vec<mcpapp_session::RawMessage>| {
+            json_of(replies.last().unwrap())["result"]["structuredContent"]
+                ["negotiatedProtocolVersion"]
+                .clone()
+        };
+
+        let legacy = open(&app, true).await;
+        let replies = exchange(&legacy, client_info.clone()).await;
+        assert_eq!(served(replies), legacy_served, "--era {era}");
+        // The legacy port is on the legacy session, not the app's modern one.
+        let stats = app.session_stats().await.unwrap();
+        assert_eq!(
+            stats.ports,
+            usize::from(era == "modern"),
+            "--era {era}: {stats:?}"
+        );
+
+        // Modern clients and the gateway's own calls stay on the modern session.
+        let request = modern("m", "tools/call", json!({"name": "client_info"}));
+        let port = app.open_modern_port(&msg(request.clone())).unwrap();
+        assert_eq!(served(exchange(&port, request).await), "2026-07-28");
+        let own = call(&app, "client_info", json!({})).await;
+        assert_eq!(
+            own.structured_content.unwrap()["negotiatedProtocolVersion"],
+            "2026-07-28"
+        );
+        drop(legacy);
+        supervisor.shutdown().await;
+    }
+}
