@@ -188,7 +188,9 @@ impl Connection {
 
     /// Lets a modern session open a legacy session of the same app for legacy clients, on a
     /// link `opener` makes, if the app serves both eras (see `dual.rs`). Nothing is sent
-    /// until the first legacy client arrives. A legacy session ignores it.
+    /// until the first legacy client arrives. A legacy session ignores it. (The supervisor
+    /// offers it for HTTP apps whose manifest names no protocol version: one that names
+    /// 2026-07-28 asks for that era alone.)
     #[must_use]
     pub fn with_legacy_session(mut self, opener: Arc<dyn LinkOpener>) -> Self {
         if self.era == Era::Modern {

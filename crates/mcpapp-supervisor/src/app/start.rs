@@ -86,10 +86,13 @@ async fn connect(
             &context.processes,
         )
         .map_err(StartError::Plan)?;
-        // An HTTP endpoint can be reached again, for a dual-era app's legacy session.
+        // An HTTP endpoint can be reached again, for a dual-era app's legacy session; a
+        // manifest that names a version asks for that era alone.
         let opener = match &plan {
-            LaunchPlan::Http(spec) => Some(Arc::new(link::HttpOpener { spec: spec.clone() })),
-            LaunchPlan::Stdio(_) => None,
+            LaunchPlan::Http(http) if spec.protocol_era.is_none() => {
+                Some(Arc::new(link::HttpOpener { spec: http.clone() }))
+            }
+            _ => None,
         };
         let (events_tx, events_rx) = mpsc::unbounded_channel::<LinkEvent>();
         let (link, pid) = link::open(plan, events_tx)?;

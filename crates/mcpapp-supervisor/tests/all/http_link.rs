@@ -393,11 +393,16 @@ async fn newline_delimited_json_answers_are_read_as_they_arrive() {
 #[tokio::test]
 async fn legacy_clients_of_a_dual_era_app_get_a_legacy_session_of_their_own() {
     // A dual-era app serves a legacy client by its legacy rules on a session of the
-    // gateway's; a 2026-07-28-only app refuses one, and its legacy clients are translated.
-    for (era, legacy_served) in [("both", "2025-11-25"), ("modern", "2026-07-28")] {
+    // gateway's; a 2026-07-28-only app refuses one, and its legacy clients are translated, as
+    // are those of an app whose manifest asks for 2026-07-28.
+    for (era, manifest, legacy_served) in [
+        ("both", "{}", "2025-11-25"),
+        ("modern", "{}", "2026-07-28"),
+        ("both", r#"{"protocolVersion": "2026-07-28"}"#, "2026-07-28"),
+    ] {
         let server = HttpApp::start("fixture-app", &["--era", era]);
         let apps = AppsDir::new();
-        apps.http_app("eras", &server.url, "{}");
+        apps.http_app("eras", &server.url, manifest);
         let (supervisor, app) = running(&apps, "eras").await;
         let client_info = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                  "params": {"name": "client_info", "arguments": {}}});
@@ -409,13 +414,14 @@ async fn legacy_clients_of_a_dual_era_app_get_a_legacy_session_of_their_own() {
 
         let legacy = open(&app, true).await;
         let replies = exchange(&legacy, client_info.clone()).await;
-        assert_eq!(served(replies), legacy_served, "--era {era}");
-        // The legacy port is on the legacy session, not the app's modern one.
+        assert_eq!(served(replies), legacy_served, "--era {era}, {manifest}");
+        // A legacy port of a dual-era app is on the legacy session, not the modern one.
         let stats = app.session_stats().await.unwrap();
+        let translated = legacy_served == "2026-07-28";
         assert_eq!(
             stats.ports,
-            usize::from(era == "modern"),
-            "--era {era}: {stats:?}"
+            usize::from(translated),
+            "--era {era}, {manifest}: {stats:?}"
         );
 
         // Modern clients and the gateway's own calls stay on the modern session.
