@@ -5,7 +5,8 @@ use mcpapp_manifest::Era;
 use mcpapp_testkit::{AppsDir, HttpApp, Over, bin};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-    ElicitationAction, Implementation, ProtocolVersion, ServerNotification, SubscriptionFilter,
+    ElicitationAction, Implementation, ProtocolVersion, ServerNotification, SubscribeRequestParams,
+    SubscriptionFilter,
 };
 use rmcp::service::{RequestContext, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -164,6 +165,9 @@ async fn an_auto_mode_client_negotiates_2026_on_the_proxy() {
     gateway.shutdown().await;
 }
 
+/// The fixture's view, a resource whose updates the fixture sends on `touch_resource`.
+const VIEW: &str = "ui://fixture/view.html";
+
 /// The fixture as an app of `era` over `over`; the HTTP server is returned to keep it alive.
 fn fixture(apps: &AppsDir, id: &str, era: Era, over: Over) -> Option<HttpApp> {
     let era_flag = match era {
@@ -184,10 +188,11 @@ fn fixture(apps: &AppsDir, id: &str, era: Era, over: Over) -> Option<HttpApp> {
 }
 
 /// A legacy client (2025-11-25, `initialize`) that answers elicitation and reports tool list
-/// changes.
+/// changes and resource updates (their URIs).
 #[derive(Clone)]
 struct LegacyClient {
     changes: tokio::sync::mpsc::UnboundedSender<()>,
+    updates: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
 impl rmcp::ClientHandler for LegacyClient {
@@ -203,6 +208,14 @@ impl rmcp::ClientHandler for LegacyClient {
         let _ = self.changes.send(());
     }
 
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let _ = self.updates.send(params.uri);
+    }
+
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
             ClientCapabilities::builder().enable_elicitation().build(),
@@ -213,7 +226,8 @@ impl rmcp::ClientHandler for LegacyClient {
 }
 
 /// One cell of the matrix: a client of `client` era, through the proxy, onto an app of `app`
-/// era over `over`: list, call, hear a list change, answer an elicitation, cancel a call.
+/// era over `over`: list, call, hear a list change and a resource update, answer an
+/// elicitation, cancel a call.
 async fn cell(client_era: Era, app_era: Era, over: Over) {
     let label = format!("{client_era:?} client, {app_era:?} app, {over:?}");
     let apps = AppsDir::new();
@@ -228,6 +242,7 @@ async fn cell(client_era: Era, app_era: Era, over: Over) {
     );
     let url = format!("{}/apps/mcp/fx", gateway.url);
     let (changes_tx, mut changes) = tokio::sync::mpsc::unbounded_channel();
+    let (updates_tx, mut updates) = tokio::sync::mpsc::unbounded_channel();
     enum Client {
         Legacy(RunningService<RoleClient, LegacyClient>),
         Modern(RunningService<RoleClient, Answering>),
@@ -236,6 +251,7 @@ async fn cell(client_era: Era, app_era: Era, over: Over) {
         Era::Legacy => {
             let handler = LegacyClient {
                 changes: changes_tx,
+                updates: updates_tx,
             };
             let client = rmcp::ServiceExt::serve(
                 handler,
@@ -303,6 +319,71 @@ async fn cell(client_era: Era, app_era: Era, over: Over) {
             .unwrap_or_else(|_| panic!("{label}: no list change"))
             .unwrap(),
     }
+
+    // A resource update reaches the client, in its era's way: a legacy client's
+    // `resources/subscribe`, a modern client's listen naming the URI (the gateway subscribes,
+    // listens or forwards upstream, as the app's era asks).
+    let mut resource_listen = match &client {
+        Client::Modern(c) => {
+            let filter = SubscriptionFilter::builder()
+                .resource_subscription(VIEW)
+                .build();
+            let listen = c
+                .listen(filter.clone())
+                .await
+                .unwrap_or_else(|e| panic!("{label}: {e}"));
+            assert_eq!(listen.acknowledged(), &filter, "{label}");
+            Some(listen)
+        }
+        Client::Legacy(c) => {
+            // The legacy way is what this client is here to test.
+            #[allow(deprecated)]
+            c.subscribe(SubscribeRequestParams::new(VIEW))
+                .await
+                .unwrap_or_else(|e| panic!("{label}: {e}"));
+            None
+        }
+    };
+    // The gateway's own subscription upstream may follow the client's answer: touch the
+    // resource until the app reaches a subscriber, each touch an event the app reports.
+    let reached = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let touched = app
+                .call_tool("touch_resource", Some(args(json!({"uri": VIEW}))), None)
+                .await
+                .unwrap()
+                .structured_content
+                .unwrap();
+            let reached = touched["sessions"].as_u64().unwrap_or(0)
+                + touched["listens"].as_u64().unwrap_or(0);
+            if reached > 0 {
+                break reached;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{label}: the app never had a subscriber of {VIEW}"));
+    assert_eq!(
+        reached, 1,
+        "{label}: one upstream subscription for the client"
+    );
+    let uri = match &mut resource_listen {
+        Some(listen) => match tokio::time::timeout(PATIENCE, listen.next())
+            .await
+            .unwrap_or_else(|_| panic!("{label}: no resource update"))
+            .unwrap()
+        {
+            Some(ServerNotification::ResourceUpdatedNotification(updated)) => updated.params.uri,
+            other => panic!("{label}: {other:?}"),
+        },
+        None => tokio::time::timeout(PATIENCE, updates.recv())
+            .await
+            .unwrap_or_else(|_| panic!("{label}: no resource update"))
+            .unwrap(),
+    };
+    assert_eq!(uri, VIEW, "{label}");
+    drop(resource_listen);
 
     // An elicitation round trip: the app asks, the client answers, the call completes.
     let elicit =
@@ -402,6 +483,7 @@ async fn an_app_that_speaks_only_2026_runs_and_its_tools_reach_the_agent_and_mcp
         let mcp = rmcp::ServiceExt::serve(
             LegacyClient {
                 changes: tokio::sync::mpsc::unbounded_channel().0,
+                updates: tokio::sync::mpsc::unbounded_channel().0,
             },
             StreamableHttpClientTransport::from_uri(format!("{}/mcp", gateway.url)),
         )
