@@ -188,7 +188,7 @@ mod tests {
     }
 
     fn request(method: &str, version: &str, params: &str) -> RawMessage {
-        RawMessage::parse(&format!(
+        RawMessage::parse(format!(
             r#"{{"jsonrpc":"2.0","id":7,"method":"{method}","params":{{{params}"_meta":{{"io.modelcontextprotocol/protocolVersion":"{version}","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
         ))
         .unwrap()
