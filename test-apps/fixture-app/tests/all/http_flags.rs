@@ -5,7 +5,9 @@ use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use serde_json::{Value, json};
 
-use crate::support::{Fixture, within};
+use mcpapp_testkit::within;
+
+use crate::support::Fixture;
 
 const PROTOCOL: &str = "2025-11-25";
 
