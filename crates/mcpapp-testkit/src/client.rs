@@ -126,6 +126,12 @@ impl TestClientBuilder {
         self
     }
 
+    /// Another lifecycle (rmcp's `Auto`, say).
+    pub fn lifecycle(mut self, lifecycle: ClientLifecycleMode) -> Self {
+        self.lifecycle = lifecycle;
+        self
+    }
+
     /// The capabilities declared, instead of the ones [`elicit`](Self::elicit) implies.
     pub fn capabilities(mut self, capabilities: ClientCapabilities) -> Self {
         self.capabilities = Some(capabilities);
@@ -306,6 +312,16 @@ pub struct Connection<A = ()> {
     pub events: mpsc::UnboundedReceiver<Event>,
     /// Kept with the connection.
     pub app: A,
+}
+
+/// The running client's requests (`list_all_tools`, `call_tool`, `peer_info`, ...) are the
+/// connection's; `connection.client.cancel()` ends it.
+impl<A> std::ops::Deref for Connection<A> {
+    type Target = RunningService<RoleClient, TestClient>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.client
+    }
 }
 
 impl<A> Connection<A> {

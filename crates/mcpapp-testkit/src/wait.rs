@@ -21,12 +21,14 @@ pub async fn within<F: Future>(what: impl Display, fut: F) -> F::Output {
     }
 }
 
-/// Polls `check` until it is true or `limit` passes; for conditions the system offers no
-/// event for (a process leaving the process table, a file appearing, a log line written).
-pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+/// Polls `check` (an async closure: it may make requests) every 20 ms until it is true or
+/// `limit` passes; returns whether it came true. For conditions the system offers no event
+/// for: a process leaving the process table, a counter a server reports, a log line written.
+/// A closure that records what it saw gives the caller's assertion its message.
+pub async fn eventually(limit: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
-        if check() {
+        if check().await {
             return true;
         }
         if tokio::time::Instant::now() >= deadline {
@@ -36,14 +38,14 @@ pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> boo
     }
 }
 
-/// [`eventually`] for tests that are not async (it runs it on a runtime of its own, so it
-/// must not be called from inside one).
-pub fn eventually_blocking(limit: Duration, check: impl FnMut() -> bool) -> bool {
+/// [`eventually`] for tests that are not async, with a plain closure (it runs on a runtime of
+/// its own, so it must not be called from inside one).
+pub fn eventually_blocking(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .expect("a runtime for eventually_blocking")
-        .block_on(eventually(limit, check))
+        .block_on(eventually(limit, async || check()))
 }
 
 /// Waits until `done` holds for the value `rx` watches (checked now, then at every change)

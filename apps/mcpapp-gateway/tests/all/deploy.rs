@@ -5,9 +5,8 @@
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
 
-use mcpapp_testkit::bin;
+use mcpapp_testkit::{PATIENCE, bin, eventually_blocking};
 use serde_json::json;
 
 use crate::{Tree, gateway, stderr, stdout};
@@ -59,17 +58,17 @@ fn serve_names_its_replica_and_answers_the_probes_without_the_token() {
     assert!(head.starts_with("http/1.1 401"), "{head}");
     assert!(head.contains("\r\nmcpapp-replica: replica-7"), "{head}");
     // Ready once the one app has settled (polled, as a probe would be).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (head, body) = get(&format!("{url}/readyz"));
-        if head.starts_with("http/1.1 200") {
-            assert_eq!(body, r#"{"status":"ready","apps":1}"#);
-            break;
-        }
-        assert!(head.starts_with("http/1.1 503"), "{head}");
-        assert!(Instant::now() < deadline, "never ready: {body}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut head, mut body) = (String::new(), String::new());
+    eventually_blocking(PATIENCE, || {
+        (head, body) = get(&format!("{url}/readyz"));
+        assert!(
+            head.starts_with("http/1.1 200") || head.starts_with("http/1.1 503"),
+            "{head}"
+        );
+        head.starts_with("http/1.1 200")
+    });
+    assert!(head.starts_with("http/1.1 200"), "never ready: {body}");
+    assert_eq!(body, r#"{"status":"ready","apps":1}"#);
     let _ = child.kill();
     let _ = child.wait();
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use mcpapp_testkit::bin;
+use mcpapp_testkit::{PATIENCE, bin, eventually_blocking};
 use serde_json::{Value, json};
 
 use crate::{GATEWAY, Tree, stderr, stdout};
@@ -95,21 +95,10 @@ fn get(url: &str) -> String {
         .unwrap_or_default()
 }
 
-fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    false
-}
-
 /// Waits until app `id` is `state`; returns its detail.
 fn wait_for(served: &Served, id: &str, state: &str) -> Value {
     let mut detail = Value::Null;
-    let reached = wait_until(Duration::from_secs(90), || {
+    let reached = eventually_blocking(Duration::from_secs(90), || {
         detail =
             serde_json::from_str(&get(&format!("{}/apps/{id}", served.url))).unwrap_or_default();
         detail["lifecycle"] == state
@@ -487,7 +476,7 @@ fn a_local_registry_drives_install_installed_update_and_uninstall_with_a_secret_
     let out = ok(&run(&["update", "hello", "--yes"]));
     assert!(out.contains("updated hello 1.0.0 -> 1.1.0"), "{out}");
     assert!(!tree.path("apps/hello/.mcpapp-runtime/1.0.0").exists());
-    assert!(wait_until(Duration::from_secs(60), || {
+    assert!(eventually_blocking(PATIENCE, || {
         let result = cli(
             &tree,
             &[
@@ -567,7 +556,7 @@ fn a_local_registry_drives_install_installed_update_and_uninstall_with_a_secret_
     assert!(out.contains("removed hello"), "{out}");
     assert!(!tree.path("apps/hello").exists());
     assert!(!std::fs::read_to_string(&store).unwrap().contains(SECRET));
-    wait_until(Duration::from_secs(30), || {
+    eventually_blocking(PATIENCE, || {
         !get(&format!("{}/apps", served.url)).contains("\"hello\"")
     });
     drop(served);

@@ -7,16 +7,12 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use mcpapp_testkit::{bin, children_of};
+use mcpapp_testkit::{PATIENCE, bin, children_of, eventually_blocking};
 use serde_json::{Value, json};
 
 use crate::{GATEWAY, Tree};
-
-/// How long any one expected event may take: generous, as CI machines are slow. Nothing is
-/// asserted about speed; the elapsed times are printed for the record.
-const PATIENCE: Duration = Duration::from_secs(60);
 
 /// A `serve` process, killed when dropped.
 struct Served {
@@ -241,15 +237,12 @@ fn assert_in_order(seen: &[Sse]) {
 }
 
 fn wait_all_running(url: &str, count: usize) {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let states = lifecycles(url);
-        if states.len() == count && states.values().all(|s| s == "Running") {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{states:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut states = BTreeMap::new();
+    let running = eventually_blocking(PATIENCE, || {
+        states = lifecycles(url);
+        states.len() == count && states.values().all(|s| s == "Running")
+    });
+    assert!(running, "{states:?}");
 }
 
 #[test]

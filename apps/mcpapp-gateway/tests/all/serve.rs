@@ -2,9 +2,9 @@
 
 use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use mcpapp_testkit::{bin, children_of, live, live_in_groups};
+use mcpapp_testkit::{PATIENCE, bin, children_of, eventually_blocking, live, live_in_groups};
 use serde_json::json;
 
 use crate::{GATEWAY, Tree};
@@ -28,17 +28,6 @@ fn get(url: &str) -> String {
         .split_once("\r\n\r\n")
         .map(|(_, body)| body.to_owned())
         .unwrap_or_default()
-}
-
-fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
 }
 
 #[test]
@@ -68,7 +57,7 @@ fn serve_runs_apps_and_stops_them_all_on_sigterm() {
 
     let mut apps = serde_json::Value::Null;
     assert!(
-        wait_until(Duration::from_secs(60), || {
+        eventually_blocking(PATIENCE, || {
             apps = serde_json::from_str(&get(&format!("{url}/apps"))).unwrap_or_default();
             apps["apps"]
                 .as_array()
@@ -84,7 +73,7 @@ fn serve_runs_apps_and_stops_them_all_on_sigterm() {
         .any(|t| t["registeredName"] == "one.echo");
     assert!(
         registered
-            || wait_until(Duration::from_secs(30), || get(&format!("{url}/apps/one"))
+            || eventually_blocking(PATIENCE, || get(&format!("{url}/apps/one"))
                 .contains("\"one.echo\""))
     );
 
@@ -104,13 +93,13 @@ fn serve_runs_apps_and_stops_them_all_on_sigterm() {
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
     assert!(
-        wait_until(Duration::from_secs(10), || live_in_groups(&groups)
+        eventually_blocking(Duration::from_secs(10), || live_in_groups(&groups)
             .is_empty()),
         "{:?}",
         live_in_groups(&groups)
     );
     assert!(
-        wait_until(Duration::from_secs(10), || live(&keepers).is_empty()),
+        eventually_blocking(Duration::from_secs(10), || live(&keepers).is_empty()),
         "the keeper outlived a clean shutdown"
     );
 }
@@ -259,7 +248,7 @@ fn wait_running(served: &Served, token: Option<&str>, count: usize) {
     let _ = token;
     let mut apps = serde_json::Value::Null;
     assert!(
-        wait_until(Duration::from_secs(60), || {
+        eventually_blocking(PATIENCE, || {
             let (_, body) = get_with_token(&format!("{}/apps", served.url), token);
             apps = serde_json::from_str(&body).unwrap_or_default();
             apps["apps"]
@@ -396,7 +385,7 @@ fn after_sigkill_of_the_gateway_no_app_process_or_descendant_survives() {
     served.child.kill().unwrap();
     served.child.wait().unwrap();
     assert!(
-        wait_until(Duration::from_secs(2), || live(&doomed).is_empty()),
+        eventually_blocking(Duration::from_secs(2), || live(&doomed).is_empty()),
         "still alive 2 s after SIGKILL of the gateway: {:?}",
         live(&doomed)
     );
@@ -587,7 +576,7 @@ fn serve_exports_traces_over_otlp_when_an_endpoint_is_set() {
         })
     };
     assert!(
-        wait_until(Duration::from_secs(60), || exported(&trace_id)
+        eventually_blocking(PATIENCE, || exported(&trace_id)
             && exported(b"mcp_proxy_request")
             && exported(b"mcp_upstream_request")),
         "the collector got no spans of trace {traceparent}: {:?}",

@@ -10,7 +10,7 @@ use mcpapp_bridge::{
 };
 use mcpapp_manifest::Lifecycle;
 use mcpapp_supervisor::Supervisor;
-use mcpapp_testkit::{AppsDir, bin};
+use mcpapp_testkit::{AppsDir, bin, wait_watch};
 use serde_json::json;
 
 use crate::{Bridge, LogCapture, PATIENCE, wait_registry};
@@ -59,15 +59,11 @@ async fn tools_follow_their_app_through_stop_and_restart() {
 
     // A restart withdraws the tools and brings them back from the new process.
     let pid = app.snapshot().pid;
-    let mut watch = app.watch();
     app.restart().unwrap();
-    tokio::time::timeout(
-        PATIENCE,
-        watch.wait_for(|s| s.restart_count == 1 && s.state.lifecycle == Lifecycle::Running),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    wait_watch(app.watch(), "fx to run again after its restart", |s| {
+        s.restart_count == 1 && s.state.lifecycle == Lifecycle::Running
+    })
+    .await;
     bridge.sync.synced().await;
     assert_ne!(app.snapshot().pid, pid);
     let output = bridge.call("fx.echo", r#"{"message": "restarted"}"#).await;

@@ -11,7 +11,6 @@ mod server_json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use mcpapp_discovery::Discovery;
 use mcpapp_install::{Installer, SecretStore};
@@ -103,18 +102,13 @@ impl Place {
 
 /// Waits until `app` runs or fails; returns the state.
 pub(crate) async fn settle(app: &AppHandle) -> Lifecycle {
-    let mut watch = app.watch();
-    tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            let state = watch.borrow_and_update().state.lifecycle;
-            if matches!(state, Lifecycle::Running | Lifecycle::Failed) {
-                return state;
-            }
-            watch.changed().await.unwrap();
-        }
+    let settled = format!("{} to run or fail", app.id());
+    mcpapp_testkit::wait_watch(app.watch(), settled, |s| {
+        matches!(s.state.lifecycle, Lifecycle::Running | Lifecycle::Failed)
     })
     .await
-    .unwrap()
+    .state
+    .lifecycle
 }
 
 /// Calls `tool` of `app` and returns its structured content.

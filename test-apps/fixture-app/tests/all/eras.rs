@@ -11,8 +11,10 @@ use rmcp::service::{ClientInitializeError, PeerRequestOptions};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
-use mcpapp_testkit::over_both_transports;
-use mcpapp_testkit::{Elicit, Event, Over, call_params, structured, text, within};
+use mcpapp_testkit::{
+    Elicit, Event, Over, PATIENCE, call_params, eventually, over_both_transports, structured, text,
+    within,
+};
 
 use crate::support::{
     Fixture, Options, Session, client, connect_with, fixture_command, try_connect_with,
@@ -321,17 +323,15 @@ async fn modern_listen_receives_list_changes_and_resource_updates(kind: Over) {
 
     // A closed stream is no longer a target.
     within("cancel the listen", all.cancel()).await.unwrap();
-    let after = within("touch after cancel", async {
-        loop {
-            let touched = s.call("touch_resource", json!({"uri": watched})).await;
-            if structured(&touched)["listens"] == 0 {
-                return touched;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+    let mut after = Value::Null;
+    let gone = eventually(PATIENCE, async || {
+        let touched = s.call("touch_resource", json!({"uri": watched})).await;
+        after = structured(&touched).clone();
+        after["listens"] == 0
     })
     .await;
-    assert_eq!(structured(&after)["sessions"], 0);
+    assert!(gone, "the cancelled listen is still a target: {after}");
+    assert_eq!(after["sessions"], 0);
 }
 
 async fn modern_cancelled_calls_are_counted(kind: Over) {

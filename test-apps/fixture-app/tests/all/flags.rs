@@ -6,8 +6,7 @@ use rmcp::ServiceExt as _;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
-use mcpapp_testkit::over_both_transports;
-use mcpapp_testkit::{Over, call_params, structured, text, within};
+use mcpapp_testkit::{Over, call_params, over_both_transports, structured, text, within};
 
 use crate::support::{Fixture, connect, fixture_command, http_args};
 

@@ -11,8 +11,9 @@ use rmcp::model::{
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
 
-use mcpapp_testkit::over_both_transports;
-use mcpapp_testkit::{Elicit, Event, Over, call_params, structured, text, within};
+use mcpapp_testkit::{
+    Elicit, Event, Over, call_params, over_both_transports, structured, text, within,
+};
 
 use crate::support::{Options, client, connect, connect_with};
 
