@@ -213,3 +213,28 @@ fn merge(manifest: &mut serde_json::Value, extra: &str) {
         }
     }
 }
+
+/// Every file under `root` whose bytes contain `needle`: where a secret must never be written.
+pub fn files_containing(root: &Path, needle: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file()
+                && std::fs::read(&path)
+                    .unwrap_or_default()
+                    .windows(needle.len())
+                    .any(|w| w == needle.as_bytes())
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
+}

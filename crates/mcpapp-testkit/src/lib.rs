@@ -4,7 +4,7 @@
 //! - Apps: [`bin`] finds a workspace binary such as `fixture-app` or `grocery-inventory`,
 //!   building it when the test run has not; [`HttpApp`] runs a test app in HTTP mode on a free
 //!   loopback port and kills it on drop; [`AppsDir`] writes app folders with manifests and runs
-//!   discovery over them.
+//!   discovery over them; [`files_containing`] finds where a secret was written.
 //! - Processes: [`live`], [`live_in_groups`] and [`children_of`] read the process table to show
 //!   which processes really remain.
 //! - Waiting: [`PATIENCE`] bounds every step; [`within`], [`wait_watch`] and [`wait_state`]
@@ -37,7 +37,7 @@ mod client;
 mod procs;
 mod wait;
 
-pub use apps::{AppsDir, HttpApp, Over, bin};
+pub use apps::{AppsDir, HttpApp, Over, bin, files_containing};
 pub use client::{
     Connection, Elicit, Event, TestClient, TestClientBuilder, assert_tool_error, call_params,
     listening_url, structured, text,

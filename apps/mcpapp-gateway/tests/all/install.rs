@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use mcpapp_testkit::{PATIENCE, bin, eventually_blocking};
+use mcpapp_testkit::{PATIENCE, bin, eventually_blocking, files_containing};
 use serde_json::{Value, json};
 
-use crate::{GATEWAY, Tree, stderr, stdout};
+use crate::{GATEWAY, Served, Tree, get, stderr, stdout};
 
 /// Downloads of npm and pip are cached here across runs.
 fn cache_dir() -> PathBuf {
@@ -47,18 +47,6 @@ fn ok(output: &Output) -> String {
 }
 
 /// A running `serve` whose stderr goes to `serve.log` in its folder.
-struct Served {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn serve(tree: &Tree) -> Served {
     let log = tree.path("serve.log");
     let file = std::fs::File::create(&log).unwrap();
@@ -68,31 +56,7 @@ fn serve(tree: &Tree) -> Served {
         &[],
         Stdio::from(file),
     );
-    Served {
-        child: started.child,
-        url: started.url,
-    }
-}
-
-/// One loopback GET's body.
-fn get(url: &str) -> String {
-    use std::io::Read;
-    let rest = url.strip_prefix("http://").unwrap();
-    let (authority, path) = rest
-        .split_once('/')
-        .map_or((rest, "/".to_owned()), |(a, p)| (a, format!("/{p}")));
-    let mut stream = std::net::TcpStream::connect(authority).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default()
+    started.into()
 }
 
 /// Waits until app `id` is `state`; returns its detail.
@@ -355,29 +319,6 @@ fn mcpapp_install_sha256(bytes: &[u8]) -> String {
         .next()
         .unwrap()
         .to_owned()
-}
-
-/// Every file under `dir` whose bytes contain `needle`.
-fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            let kind = entry.file_type().unwrap();
-            if kind.is_dir() {
-                stack.push(path);
-            } else if kind.is_file()
-                && std::fs::read(&path)
-                    .unwrap()
-                    .windows(needle.len())
-                    .any(|w| w == needle.as_bytes())
-            {
-                found.push(path);
-            }
-        }
-    }
-    found
 }
 
 #[test]

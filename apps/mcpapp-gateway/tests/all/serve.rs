@@ -7,28 +7,7 @@ use std::time::Duration;
 use mcpapp_testkit::{PATIENCE, bin, children_of, eventually_blocking, live, live_in_groups};
 use serde_json::json;
 
-use crate::{GATEWAY, Tree};
-
-/// Reads one HTTP/1.1 response body from a loopback URL (a `Connection: close` GET).
-fn get(url: &str) -> String {
-    use std::io::Write;
-    let rest = url.strip_prefix("http://").unwrap();
-    let (authority, path) = rest
-        .split_once('/')
-        .map_or((rest, "/".to_owned()), |(a, p)| (a, format!("/{p}")));
-    let mut stream = std::net::TcpStream::connect(authority).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default()
-}
+use crate::{GATEWAY, Served, Tree, get};
 
 #[test]
 fn serve_runs_apps_and_stops_them_all_on_sigterm() {
@@ -137,19 +116,6 @@ fn serve_refuses_a_remote_address_without_a_token() {
     );
 }
 
-/// A running `serve` with its stdout's first line read.
-struct Served {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Starts `serve --config appsettings.json` in `tree` with `env` added to a clean environment.
 fn serve(tree: &Tree, env: &[(&str, &str)]) -> Served {
     serve_as(tree, env, false)
@@ -189,9 +155,7 @@ fn serve_as(tree: &Tree, env: &[(&str, &str)], unprivileged: bool) -> Served {
     } else {
         Command::new(GATEWAY)
     };
-    let crate::Started { child, url, .. } =
-        crate::start_serve(command, tree.root(), env, Stdio::null());
-    Served { child, url }
+    crate::start_serve(command, tree.root(), env, Stdio::null()).into()
 }
 
 /// One HTTP/1.1 request with a JSON body; returns the response headers and body.

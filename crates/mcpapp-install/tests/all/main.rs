@@ -56,28 +56,7 @@ impl Place {
 
     /// Every file under the apps folder whose bytes contain `needle`.
     pub(crate) fn files_containing(&self, needle: &str) -> Vec<PathBuf> {
-        let mut found = Vec::new();
-        let mut stack = vec![self.apps()];
-        while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let path = entry.path();
-                let kind = entry.file_type().unwrap();
-                if kind.is_dir() {
-                    stack.push(path);
-                } else if kind.is_file()
-                    && std::fs::read(&path)
-                        .unwrap()
-                        .windows(needle.len())
-                        .any(|w| w == needle.as_bytes())
-                {
-                    found.push(path);
-                }
-            }
-        }
-        found
+        mcpapp_testkit::files_containing(&self.apps(), needle)
     }
 
     /// Starts every app in the apps folder as the gateway would, with the secret store.
