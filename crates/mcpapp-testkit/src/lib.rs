@@ -1,19 +1,6 @@
 //! Shared helpers for mcpapp's integration tests and the test apps' suites (a dev-dependency
 //! only).
 //!
-//! - Apps: [`bin`] finds a workspace binary such as `fixture-app` or `grocery-inventory`,
-//!   building it when the test run has not; [`HttpApp`] runs a test app in HTTP mode on a free
-//!   loopback port and kills it on drop; [`AppsDir`] writes app folders with manifests and runs
-//!   discovery over them; [`files_containing`] finds where a secret was written.
-//! - Processes: [`live`], [`live_in_groups`] and [`children_of`] read the process table to show
-//!   which processes really remain.
-//! - Waiting: [`PATIENCE`] bounds every step; [`within`], [`wait_watch`] and [`wait_state`]
-//!   wait on events, [`eventually`] (and [`eventually_blocking`]) polls what has none.
-//! - An MCP client: [`TestClient`] answers elicitations as told ([`Elicit`]) and reports what
-//!   the server sends ([`Event`]) on its [`Connection`]; [`call_params`], [`structured`],
-//!   [`text`] and [`assert_tool_error`] read tool calls, [`listening_url`] a test server's
-//!   address.
-//!
 //! ```no_run
 //! # async fn example() {
 //! use mcpapp_testkit::{AppsDir, HttpApp, TestClient, bin, structured};
@@ -28,6 +15,20 @@
 //! assert_eq!(structured(&echoed)["message"], "hi");
 //! # }
 //! ```
+//!
+//! - Apps: [`bin`] finds a workspace binary such as `fixture-app` or `grocery-inventory`,
+//!   building it when the test run has not; [`HttpApp`] runs a test app in HTTP mode on a free
+//!   loopback port and kills it on drop; [`AppsDir`] writes app folders with manifests and runs
+//!   discovery over them; [`files_containing`] finds where a secret was written; [`Over`] and
+//!   [`over_both_transports!`] run a test over stdio and over HTTP.
+//! - Processes: [`live`], [`live_in_groups`] and [`children_of`] read the process table to show
+//!   which processes really remain.
+//! - Waiting: [`PATIENCE`] bounds every step; [`within`], [`wait_watch`] and [`wait_state`]
+//!   wait on events, [`eventually`] (and [`eventually_blocking`]) polls what has none.
+//! - An MCP client: [`TestClient`] answers elicitations as told ([`Elicit`]) and reports what
+//!   the server sends ([`Event`]) on its [`Connection`]; [`call_params`], [`structured`],
+//!   [`text`] and [`assert_tool_error`] read tool calls, [`listening_url`] a test server's
+//!   address.
 
 // Test support: panicking with a clear message is the right response to a broken fixture.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]

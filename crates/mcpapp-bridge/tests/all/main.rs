@@ -25,6 +25,15 @@ use serde_json::{Value, json};
 /// The one bound of every wait (the testkit's, for all suites).
 pub(crate) use mcpapp_testkit::PATIENCE;
 
+/// Whether model providers accept `name`: their pattern `^[A-Za-z0-9_-]{1,64}$`, checked here
+/// independently of the crate's own check.
+pub(crate) fn provider_accepts(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 /// Logs to the test output when `RUST_LOG` is set.
 pub(crate) fn logging() {
     if std::env::var_os("RUST_LOG").is_some() {
