@@ -332,7 +332,7 @@ async fn newline_delimited_json_answers_are_read_as_they_arrive() {
     let supervisor = supervise(&apps.discover(), fast_policy());
     let mut events = supervisor.subscribe();
     let app = supervisor.get("lines").unwrap();
-    crate::wait_state(&app, Lifecycle::Running).await;
+    mcpapp_testkit::wait_state(app.watch(), Lifecycle::Running).await;
 
     // Progress, then the response, on one body.
     let mut progress = modern(
