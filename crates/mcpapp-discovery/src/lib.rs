@@ -42,6 +42,7 @@ mod discovery;
 mod env_policy;
 mod error;
 mod filter;
+mod isolation;
 mod paths;
 mod report;
 mod scan;

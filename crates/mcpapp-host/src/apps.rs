@@ -220,6 +220,8 @@ pub(crate) async fn detail(
             "browserSessions".into(),
             json!(state.sessions.count(handle.id())),
         );
+        // The sandbox of the app's current (or last) start: what actually applies.
+        object.insert("sandbox".into(), json!(handle.snapshot().sandbox));
     }
     Ok(Json(body))
 }

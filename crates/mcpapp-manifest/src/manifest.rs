@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use crate::config::McpAppEntryConfig;
 use crate::document::{Document, KeyCase, Position};
 use crate::error::{Finding, ParseError, Severity};
+use crate::isolation::PermissionRequest;
 use crate::quote::quoted;
 
 /// The file name every app manifest must have, exactly.
@@ -159,6 +160,14 @@ pub struct McpAppManifest {
     /// Free-form data for tools that read manifests; the gateway does not interpret it.
     #[serde(default)]
     pub metadata: Map<String, Value>,
+
+    /// What the app asks to be allowed beyond the default sandbox of stdio apps (its own
+    /// folder, a state folder as `HOME` and `TMPDIR`, no network): paths to read or write and
+    /// network access. Nothing is granted until the operator allows it
+    /// (`McpApps.Isolation.AllowManifestPermissions`); an app whose request is not granted does
+    /// not run.
+    #[serde(default, skip_serializing_if = "PermissionRequest::is_empty")]
+    pub permissions: PermissionRequest,
 }
 
 fn default_version() -> String {
@@ -210,6 +219,7 @@ impl Default for McpAppManifest {
             request_timeout_seconds: DEFAULT_REQUEST_TIMEOUT_SECONDS,
             tool_name_prefix: None,
             metadata: Map::new(),
+            permissions: PermissionRequest::default(),
         }
     }
 }

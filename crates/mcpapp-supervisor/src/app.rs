@@ -63,6 +63,8 @@ pub struct AppSnapshot {
     pub instructions: Option<String>,
     /// When the next automatic restart is due, if one is scheduled.
     pub next_restart: Option<Timestamp>,
+    /// The sandbox of the current (or last) start of a stdio app.
+    pub sandbox: Option<mcpapp_sandbox::SandboxReport>,
 }
 
 /// An app's effective launch settings besides its spec: how it is kept alive and what it
@@ -146,6 +148,7 @@ impl AppShared {
             server_info: None,
             instructions: None,
             next_restart: None,
+            sandbox: None,
         };
         let shared = Arc::new(Self {
             meters: metrics.app(snapshot.state.id()),
@@ -832,6 +835,8 @@ async fn start(
             let (events_tx, events_rx) = mpsc::unbounded_channel::<LinkEvent>();
             let link = match plan {
                 LaunchPlan::Stdio(spawn) => {
+                    let report = spawn.sandbox.as_ref().clone();
+                    shared.update(|s| s.sandbox = Some(report));
                     let program = spawn.program.display().to_string();
                     Link::Stdio(
                         stdio::spawn(&spawn, events_tx)

@@ -6,6 +6,11 @@
 //! environment that the configuration lets apps inherit (`McpApps.InheritEnvironment`, plus
 //! the entry's list), never the gateway's credentials, then the app's own `environment`.
 //! Which `env:` references a manifest may make was settled by discovery; here they resolve.
+//!
+//! A stdio app's command line then goes through the sandbox (`mcpapp-sandbox`): unless its
+//! isolation is off, the gateway's own executable is started in its place as the launcher
+//! that confines itself and executes the app, with the app's `HOME` and `TMPDIR` (and its
+//! egress proxy) set over its environment.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -13,7 +18,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use mcpapp_discovery::{EnvNamePatterns, is_gateway_credential};
-use mcpapp_manifest::{AppSpec, DEFAULT_INHERIT_ENVIRONMENT, Launch, McpAppsConfig};
+use mcpapp_manifest::{AppSpec, DEFAULT_INHERIT_ENVIRONMENT, IsolationMode, Launch, McpAppsConfig};
+use mcpapp_sandbox::{LaunchRequest, Sandbox, SandboxReport};
 
 use crate::link::http::HttpSpec;
 use crate::link::stdio::{ProcessTable, StderrTail, StdioSpawn};
@@ -31,6 +37,8 @@ pub(crate) struct Environment {
     /// The last `InheritEnvironment` list compiled, with its patterns: every app shares the
     /// global list, and compiling it (a glob set) cost more than the rest of a launch plan.
     global_patterns: Mutex<Option<(Vec<String>, Arc<EnvNamePatterns>)>>,
+    /// Confines stdio apps; without it they run unconfined (and say so).
+    pub(crate) sandbox: Option<Arc<Sandbox>>,
 }
 
 impl std::fmt::Debug for Environment {
@@ -49,6 +57,7 @@ impl Default for Environment {
             lookup: Arc::new(|name| std::env::var(name).ok()),
             base: None,
             global_patterns: Mutex::new(None),
+            sandbox: None,
         }
     }
 }
@@ -203,13 +212,56 @@ pub(crate) fn plan(
             let mut env_vars = env.inherited(spec.id.as_str(), inheritance)?;
             env_vars.retain(|(k, _)| !own.iter().any(|(o, _)| o == k));
             env_vars.extend(own);
+            let program = command_path(command, root);
+            let prepared = match &env.sandbox {
+                Some(sandbox) => {
+                    let path = env_vars.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v);
+                    sandbox
+                        .prepare(&LaunchRequest {
+                            app_id: spec.id.as_str(),
+                            isolation: &spec.isolation,
+                            app_dir: root,
+                            program: &program,
+                            args: arguments,
+                            path: path.map(OsString::as_os_str),
+                        })
+                        .map_err(|e| e.to_string())?
+                }
+                None => {
+                    let report = match spec.isolation.mode {
+                        IsolationMode::Off => SandboxReport::none(
+                            IsolationMode::Off,
+                            "isolation is off for this app (Isolation.Mode)",
+                        ),
+                        mode => SandboxReport::none(
+                            mode,
+                            "this supervisor has no sandbox launcher (SupervisorBuilder::sandbox)",
+                        ),
+                    };
+                    return Ok(LaunchPlan::Stdio(StdioSpawn {
+                        program,
+                        args: arguments.iter().map(OsString::from).collect(),
+                        cwd,
+                        env: env_vars,
+                        stderr: stderr.clone(),
+                        processes: processes.clone(),
+                        sandbox: Box::new(report),
+                        proxy: None,
+                    }));
+                }
+            };
+            // The sandbox's HOME, TMPDIR and proxy settings win over inherited and own ones.
+            env_vars.retain(|(k, _)| !prepared.env.iter().any(|(s, _)| s == k));
+            env_vars.extend(prepared.env);
             Ok(LaunchPlan::Stdio(StdioSpawn {
-                program: command_path(command, root),
-                args: arguments.clone(),
+                program: prepared.program,
+                args: prepared.args,
                 cwd,
                 env: env_vars,
                 stderr: stderr.clone(),
                 processes: processes.clone(),
+                sandbox: Box::new(prepared.report),
+                proxy: prepared.proxy,
             }))
         }
         Launch::Http { url, headers } => {

@@ -80,6 +80,7 @@ pub use error::{CallError, ControlError};
 pub use events::SupervisorEvent;
 pub use handle::AppHandle;
 pub use keeper::{KEEPER_ARG, KEEPER_ENV, Keeper, run_keeper_if_requested};
+pub use mcpapp_sandbox::{Sandbox, SandboxReport, SandboxStatus};
 pub use metrics::{CallPath, OTHER_TOOL, SupervisorMetrics};
 pub use policy::SupervisionPolicy;
 pub use raw::{MessageKind, RawError, RawMessage, raw_string};

@@ -198,13 +198,17 @@ impl Drop for GroupGuard {
 #[derive(Debug, Clone)]
 pub(crate) struct StdioSpawn {
     pub(crate) program: PathBuf,
-    pub(crate) args: Vec<String>,
+    pub(crate) args: Vec<std::ffi::OsString>,
     pub(crate) cwd: PathBuf,
     /// The whole environment of the child, already resolved (no `env:` references left);
     /// nothing else of the gateway's environment reaches it.
     pub(crate) env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
     pub(crate) stderr: StderrTail,
     pub(crate) processes: ProcessTable,
+    /// The sandbox this start applies (`program` is its launcher unless isolation is off).
+    pub(crate) sandbox: Box<mcpapp_sandbox::SandboxReport>,
+    /// The app's egress proxy, kept while the child lives.
+    pub(crate) proxy: Option<Arc<mcpapp_sandbox::EgressProxy>>,
 }
 
 /// A running child.
@@ -306,8 +310,11 @@ pub(crate) fn spawn(spec: &StdioSpawn, events: LinkEvents) -> std::io::Result<St
 
     let stdout = child.stdout.take();
     let child_guard = guard.clone();
+    let proxy = spec.proxy.clone();
     tokio::spawn(
         async move {
+            // The app's egress proxy lives as long as the app does.
+            let _proxy = proxy;
             let status = tokio::select! {
                 status = child.wait() => status,
                 grace = terminate_rx => {
