@@ -173,6 +173,19 @@
 //!   structuredContent `{"blocks": ["text", "image", "audio"]}`; and result `_meta
 //!   {"fixture/media": {"kind": "demo", "parts": 3}, "fixture/rendered": false}`.
 //!
+//! # Probes
+//!
+//! For the tests of the gateway's app sandbox, the `probe_*` tools try things for real and
+//! answer `{"ok", "error", "errno", ...}` (a refusal is a normal answer, not a tool error):
+//! `probe_open {path, write?}` (read the first 4 KiB as `text`, or append a line),
+//! `probe_list {path}` (`names`), `probe_exec {program, args?}` (`status`, `stdout`,
+//! `stderr`), `probe_connect {kind: tcp|udp|unix|abstract, address}`, `probe_bind {port}`,
+//! `probe_proxy {host, port}` (a `CONNECT` through the proxy in `HTTPS_PROXY`, then `GET /`:
+//! `proxyStatus`, `body`), `probe_kill {pid}` (signal 0), `probe_proc {pid, file}` (reads
+//! `/proc/PID/FILE`: `bytes`), and `probe_status` (`capEff`, `capPrm`, `capBnd`,
+//! `noNewPrivs`, `seccomp`, `uid` from `/proc/self/status`, and `limits`, the text of
+//! `/proc/self/limits`).
+//!
 //! # Resources and vendor fields
 //!
 //! `ui://fixture/view.html` (mime `text/html;profile=mcp-app`) is listed and readable: a tiny
@@ -193,6 +206,7 @@ mod era;
 mod http;
 mod mrtr;
 mod notify;
+mod probe;
 mod reroute;
 mod resume;
 mod server;

@@ -802,7 +802,7 @@ impl FixtureServer {
             connection: shared.notifier.new_connection(),
             shared,
             initialize: Arc::new(Mutex::new(None)),
-            tool_router: Self::tool_router(),
+            tool_router: Self::tool_router() + Self::probe_router(),
         }
     }
 

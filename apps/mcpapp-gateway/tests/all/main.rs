@@ -7,6 +7,7 @@ mod cli;
 mod deploy;
 mod discover;
 mod reload;
+mod sandbox;
 mod serve;
 mod validate;
 

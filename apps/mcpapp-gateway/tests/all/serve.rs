@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::{GATEWAY, Tree};
 
 /// Reads one HTTP/1.1 response body from a loopback URL (a `Connection: close` GET).
-fn get(url: &str) -> String {
+pub(crate) fn get(url: &str) -> String {
     use std::io::Write;
     let rest = url.strip_prefix("http://").unwrap();
     let (authority, path) = rest
@@ -30,7 +30,7 @@ fn get(url: &str) -> String {
         .unwrap_or_default()
 }
 
-fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+pub(crate) fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
         if check() {
@@ -116,7 +116,7 @@ fn serve_runs_apps_and_stops_them_all_on_sigterm() {
 }
 
 /// Whether `pid` is a gateway's keeper process (its first argument says so).
-fn is_keeper(pid: u32) -> bool {
+pub(crate) fn is_keeper(pid: u32) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
         cmdline
             .split(|b| *b == 0)
@@ -145,9 +145,9 @@ fn serve_refuses_a_remote_address_without_a_token() {
 }
 
 /// A running `serve` with its stdout's first line read.
-struct Served {
-    child: std::process::Child,
-    url: String,
+pub(crate) struct Served {
+    pub(crate) child: std::process::Child,
+    pub(crate) url: String,
 }
 
 impl Drop for Served {
@@ -163,13 +163,13 @@ fn serve(tree: &Tree, env: &[(&str, &str)]) -> Served {
 }
 
 /// Whether the tests run as root (as CI does).
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
 }
 
 /// Like [`serve`]; with `unprivileged` and when running as root, the gateway (and so its
 /// apps) runs as `nobody`, as a gateway should, so that root's powers do not hide a leak.
-fn serve_as(tree: &Tree, env: &[(&str, &str)], unprivileged: bool) -> Served {
+pub(crate) fn serve_as(tree: &Tree, env: &[(&str, &str)], unprivileged: bool) -> Served {
     let unprivileged = unprivileged && is_root();
     // A home folder of the gateway's own, where its default state directory (the apps' HOME
     // and TMPDIR) goes, writable by the user it runs as.
@@ -213,7 +213,12 @@ fn serve_as(tree: &Tree, env: &[(&str, &str)], unprivileged: bool) -> Served {
 }
 
 /// One HTTP/1.1 request with a JSON body; returns the response headers and body.
-fn post(url: &str, token: Option<&str>, session: Option<&str>, body: &str) -> (String, String) {
+pub(crate) fn post(
+    url: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: &str,
+) -> (String, String) {
     use std::io::Write;
     let rest = url.strip_prefix("http://").unwrap();
     let (authority, path) = rest.split_once('/').unwrap();
@@ -237,7 +242,7 @@ fn post(url: &str, token: Option<&str>, session: Option<&str>, body: &str) -> (S
 
 /// Calls `tool` of `app` through its proxy session and returns the result's
 /// `structuredContent`.
-fn call_tool(
+pub(crate) fn call_tool(
     served: &Served,
     token: &str,
     app: &str,
@@ -262,7 +267,7 @@ fn call_tool(
     reply["result"]["structuredContent"].clone()
 }
 
-fn wait_running(served: &Served, token: Option<&str>, count: usize) {
+pub(crate) fn wait_running(served: &Served, token: Option<&str>, count: usize) {
     let _ = token;
     let mut apps = serde_json::Value::Null;
     assert!(
@@ -277,7 +282,7 @@ fn wait_running(served: &Served, token: Option<&str>, count: usize) {
     );
 }
 
-fn get_with_token(url: &str, token: Option<&str>) -> (String, String) {
+pub(crate) fn get_with_token(url: &str, token: Option<&str>) -> (String, String) {
     use std::io::Write;
     let rest = url.strip_prefix("http://").unwrap();
     let (authority, path) = rest.split_once('/').unwrap();

@@ -67,6 +67,15 @@ async fn lists_tools_with_their_metadata_and_the_view(kind: Kind) {
         "show_fixture_ui",
         "show_media",
         "legacy_ui_tool",
+        "probe_open",
+        "probe_list",
+        "probe_exec",
+        "probe_connect",
+        "probe_bind",
+        "probe_proxy",
+        "probe_kill",
+        "probe_proc",
+        "probe_status",
     ]
     .into_iter()
     .collect();
