@@ -5,7 +5,7 @@
 //! - `codegen [--check]`: regenerates the committed JSON Schemas under `docs/schema/`; with
 //!   `--check`, fails when they are stale instead.
 //! - `ci`: the steps of `.ci/run` (format check, clippy, tests, the demo's smoke run, the
-//!   conformance run, HAProxy installed when missing and the cluster run, the Kubernetes
+//!   conformance run, the ecosystem servers under the sandbox, HAProxy installed when missing and the cluster run, the Kubernetes
 //!   manifests validated, Chromium installed when missing and running as root, the browser
 //!   tests), in the same order.
 //! - `demo [--smoke]`: builds and starts the test apps and the gateway and tours it; with
@@ -18,6 +18,9 @@
 //!   gateway as the client under test; fails on a regression through the gateway unless
 //!   `--report-only`; `--repeat N` runs everything N times to expose races.
 //!   Installs Node and the suite from the npm registry into `target/conformance` (needs npm).
+//! - `ecosystem`: real servers from npm and PyPI (server-everything, an ext-apps example, a
+//!   Python server) under the gateway's app sandbox with no grant: each must reach Running
+//!   sandboxed and answer a call (`ecosystem.rs`; needs npm and the system's python3).
 //! - `cluster`: two `serve` replicas behind Debian's HAProxy with the committed
 //!   `deploy/haproxy/haproxy.cfg`, checking that one chat session's requests stay on one
 //!   replica and that killing it leaves clean errors (`cluster.rs`; `.ci/run` installs
@@ -42,6 +45,7 @@ mod codegen;
 mod conformance;
 mod demo;
 mod e2e;
+mod ecosystem;
 mod http;
 mod stack;
 mod tidy;
@@ -53,7 +57,7 @@ usage: cargo xtask <task>
 tasks:
   codegen [--check]   regenerate docs/schema/*.json (or check they are current)
   ci                  run the steps of .ci/run: fmt check, clippy, tests, demo smoke,
-                      conformance, cluster, kubernetes-validate, e2e
+                      conformance, ecosystem, cluster, kubernetes-validate, e2e
   bench [ARGS]        run the criterion benchmarks (ARGS go to the bench binaries)
   bench proxy [--clients N,M,..] [--calls K] [--warmup W] [--apps N] [--repeat R]
               [--short] [--json FILE]
@@ -67,6 +71,7 @@ tasks:
   conformance [--report-only] [--repeat N]
                       the MCP conformance suite directly vs through the gateway (needs npm)
   cluster             two replicas behind HAProxy: affinity, a replica killed (needs haproxy)
+  ecosystem           npm and PyPI MCP servers under the app sandbox (needs npm, python3)
 ";
 
 fn main() -> ExitCode {
@@ -97,6 +102,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         "e2e" => e2e::run(&root, rest),
         "conformance" => conformance::run(&root, rest),
         "cluster" => cluster::run(&root, rest),
+        "ecosystem" => ecosystem::run(&root, rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())
@@ -147,6 +153,7 @@ fn ci(root: &Path, args: &[String]) -> anyhow::Result<()> {
         ],
         &["xtask", "demo", "--smoke"],
         &["xtask", "conformance"],
+        &["xtask", "ecosystem"],
         &["xtask", "bench", "proxy", "--short"],
     ];
     for step in steps {
