@@ -31,8 +31,9 @@
 //!   [--short] [--release | --debug] [--json FILE]`: the load benchmark of the gateway's call paths beside the
 //!   direct ones, start-up of N stdio apps and the gateway's memory (`bench.rs`); writes
 //!   `target/bench/proxy.json`. `--short` is the CI mode: it shows every path works.
-//! - `bench startup [--apps N] [--repeat R] [--bin DIR]`: only the start-up and memory part
-//!   of `bench proxy`, R times (`bench/startup.rs`); writes `target/bench/startup.json`.
+//! - `bench startup [--apps N] [--repeat R] [--bin DIR] [--isolation on|off|both]`: only the
+//!   start-up and memory part of `bench proxy`, R times (`bench/startup.rs`), with the apps'
+//!   sandbox on (the default), off, or both side by side; writes `target/bench/startup.json`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -62,9 +63,10 @@ tasks:
   bench proxy [--clients N,M,..] [--calls K] [--warmup W] [--apps N] [--repeat R]
               [--short] [--json FILE]
                       load-test the gateway's paths beside the direct ones (release builds)
-  bench startup [--apps N] [--repeat R] [--bin DIR]
+  bench startup [--apps N] [--repeat R] [--bin DIR] [--isolation on|off|both]
                       only N stdio apps to Running against a bare spawn, and the memory;
-                      --bin uses the binaries in DIR instead of building them
+                      --bin uses the binaries in DIR instead of building them; --isolation
+                      both measures the apps with and without their sandbox side by side
   demo [--smoke]      build and start the test apps and the gateway, then tour it
   e2e [--update-docs-screenshot]
                       test the host page in headless Chromium (needs chromium, chromium-driver)
