@@ -371,7 +371,13 @@ impl IsolationPolicy {
                 .map(PathBuf::from)
                 .filter(|p| p.is_absolute())
                 .map(|p| p.join("mcpapp"))
-                .or_else(|| home.as_ref().map(|h| h.join(".local/state/mcpapp"))),
+                // A home folder that is not there (`/nonexistent` for system users) gives no
+                // default; the gateway then uses a private temporary folder.
+                .or_else(|| {
+                    home.as_ref()
+                        .filter(|h| h.is_dir())
+                        .map(|h| h.join(".local/state/mcpapp"))
+                }),
         };
         let protected = Protected {
             home: home.clone(),

@@ -91,8 +91,8 @@ pub struct McpAppsConfig {
     /// The gateway's state directory: each stdio app gets `apps/{id}/home` and
     /// `apps/{id}/tmp` under it as its `HOME` and `TMPDIR`, kept across restarts. Written as
     /// discovery paths are (relative to the configuration file's folder, `env:NAME`, `~/`).
-    /// Default: `$XDG_STATE_HOME/mcpapp`, else `~/.local/state/mcpapp`; without a home folder,
-    /// a private temporary folder for the gateway's run.
+    /// Default: `$XDG_STATE_HOME/mcpapp`, else `~/.local/state/mcpapp`; without a home folder
+    /// (or one that does not exist), a private temporary folder for the gateway's run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_directory: Option<String>,
 

@@ -87,6 +87,9 @@ pub enum SandboxError {
 pub struct Sandbox {
     launcher: PathBuf,
     kernel: OnceLock<KernelSupport>,
+    /// The probe started with the sandbox, so that its answer is ready when the first app
+    /// starts instead of delaying it.
+    probing: Mutex<Option<std::thread::JoinHandle<KernelSupport>>>,
     protected_ports: Vec<u16>,
     /// Used when an app's settings name no state directory.
     fallback_state: Mutex<Option<tempfile::TempDir>>,
@@ -95,10 +98,20 @@ pub struct Sandbox {
 impl Sandbox {
     /// A sandbox whose launcher is `launcher` (an executable that calls
     /// [`run_launcher_if_requested`](crate::run_launcher_if_requested) first in `main`).
+    /// The kernel probe starts at once, in the background.
     pub fn new(launcher: impl Into<PathBuf>) -> Self {
+        let launcher = launcher.into();
+        let probing = {
+            let launcher = launcher.clone();
+            std::thread::Builder::new()
+                .name("mcpapp-sandbox-probe".to_owned())
+                .spawn(move || probe(&launcher))
+                .ok()
+        };
         Self {
-            launcher: launcher.into(),
+            launcher,
             kernel: OnceLock::new(),
+            probing: Mutex::new(probing),
             protected_ports: Vec::new(),
             fallback_state: Mutex::new(None),
         }
@@ -134,7 +147,14 @@ impl Sandbox {
     /// lowered by [`ASSUME_ABI_ENV`] when set.
     pub fn kernel(&self) -> KernelSupport {
         *self.kernel.get_or_init(|| {
-            let mut support = probe(&self.launcher);
+            let started = self
+                .probing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            let mut support = started
+                .and_then(|probing| probing.join().ok())
+                .unwrap_or_else(|| probe(&self.launcher));
             if let Some(assumed) = std::env::var(ASSUME_ABI_ENV)
                 .ok()
                 .and_then(|v| v.trim().parse::<u8>().ok())

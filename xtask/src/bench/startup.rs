@@ -92,7 +92,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     let logs = out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
     let bin = match &options.bin {
-        Some(bin) => bin.clone(),
+        // Absolute: the apps' manifests name the fixture by this path.
+        Some(bin) => {
+            std::path::absolute(bin).with_context(|| format!("resolving {}", bin.display()))?
+        }
         None => {
             crate::util::cargo(
                 root,
