@@ -335,6 +335,14 @@ impl Sandbox {
             home,
             tmp,
         );
+        if !report.missing.is_empty() {
+            warn!(
+                app = %request.app_id,
+                "McpApp '{}' runs in a partial sandbox (isolation mode best-effort); missing: {}",
+                request.app_id,
+                report.missing.join("; ")
+            );
+        }
         Ok(Prepared {
             program: self.launcher.clone(),
             args,
