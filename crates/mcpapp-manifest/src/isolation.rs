@@ -348,8 +348,10 @@ enum NetworkWord {
 #[allow(dead_code, reason = "only its JSON Schema is used")]
 struct NetworkRequestObject {
     /// TCP ports the app connects to directly, on any address.
+    #[serde(default)]
     tcp_ports: Vec<u16>,
     /// `host:port` names the app reaches through the gateway's egress proxy (HTTPS_PROXY).
+    #[serde(default)]
     hosts: Vec<String>,
 }
 
@@ -359,9 +361,11 @@ struct NetworkRequestObject {
 #[allow(dead_code, reason = "only its JSON Schema is used")]
 struct NetworkGrantObject {
     /// TCP ports the app may connect to directly, on any address.
+    #[serde(default)]
     tcp_ports: Vec<u16>,
     /// `host:port` names (a leading `*.` covers every name under a domain) the app may reach
     /// through the gateway's egress proxy, which it finds in HTTPS_PROXY and HTTP_PROXY.
+    #[serde(default)]
     hosts: Vec<String>,
 }
 

@@ -567,15 +567,17 @@ fn the_limits_hold_in_a_grandchild_after_exec() {
     assert_eq!(report["limits"]["openFiles"], 64, "{report}");
 }
 
-/// The process of app `app` among the gateway's children (found by its HOME).
+/// The process of app `app` among the gateway's children (found by its HOME), if it runs.
+fn find_app_pid(served: &Served, app: &str) -> Option<u32> {
+    children_of(served.child.id()).into_iter().find(|p| {
+        std::fs::read_to_string(format!("/proc/{p}/environ"))
+            .is_ok_and(|e| e.contains(&format!("/apps/{app}/home")))
+    })
+}
+
+/// The process of app `app`.
 fn app_pid(served: &Served, app: &str) -> u32 {
-    children_of(served.child.id())
-        .into_iter()
-        .find(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/environ"))
-                .is_ok_and(|e| e.contains(&format!("/apps/{app}/home")))
-        })
-        .unwrap_or_else(|| panic!("no process of app {app}"))
+    find_app_pid(served, app).unwrap_or_else(|| panic!("no process of app {app}"))
 }
 
 #[test]
@@ -712,6 +714,10 @@ fn a_reload_applies_a_changed_grant_to_that_app_only() {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}\n{body}");
     let summary: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(summary["changed"], json!(["a"]), "{summary}");
+    // The reload restarts `a` in the background: wait for its new process, then for Running.
+    assert!(wait_until(Duration::from_secs(30), || {
+        find_app_pid(&served, "a").is_some_and(|p| p != a_before)
+    }));
     wait_running(&served, Some(TOKEN), 2);
     assert_allowed(&write("a"), "writing after the grant");
     assert_refused(&write("b"), EACCES, "another app writing");
