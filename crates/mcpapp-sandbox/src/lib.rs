@@ -21,25 +21,32 @@
 //!
 //! ```no_run
 //! use std::path::Path;
+//! use std::process::ExitCode;
 //! use mcpapp_manifest::{AppIsolation, IsolationMode};
 //! use mcpapp_sandbox::{LaunchRequest, Sandbox};
 //!
-//! // In `main`, before anything else: the launcher and the kernel probe.
-//! if let Some(code) = mcpapp_sandbox::run_launcher_if_requested() {
-//!     std::process::exit(i32::from(code == std::process::ExitCode::SUCCESS) - 1);
+//! fn main() -> ExitCode {
+//!     // First thing: this executable may have been started as the launcher or the probe.
+//!     if let Some(code) = mcpapp_sandbox::run_launcher_if_requested() {
+//!         return code;
+//!     }
+//!     let sandbox = Sandbox::current_exe().expect("this executable").protect_ports([8787]);
+//!     let isolation = AppIsolation::new(IsolationMode::Enforce);
+//!     let prepared = sandbox
+//!         .prepare(&LaunchRequest {
+//!             app_id: "notes",
+//!             isolation: &isolation,
+//!             app_dir: Path::new("/srv/mcpapps/notes"),
+//!             program: Path::new("node"),
+//!             args: &["server.js".to_owned()],
+//!             path: Some(std::ffi::OsStr::new("/usr/bin")),
+//!         })
+//!         .expect("a kernel with Landlock ABI 6");
+//!     // Start `prepared.program` with `prepared.args`, the app's environment and
+//!     // `prepared.env` over it; keep `prepared.proxy` while it runs.
+//!     println!("{} {:?}", prepared.program.display(), prepared.report.status);
+//!     ExitCode::SUCCESS
 //! }
-//! let sandbox = Sandbox::current_exe()?.protect_ports([8787]);
-//! let isolation = AppIsolation::new(IsolationMode::Enforce);
-//! let prepared = sandbox.prepare(&LaunchRequest {
-//!     app_id: "notes",
-//!     isolation: &isolation,
-//!     app_dir: Path::new("/srv/mcpapps/notes"),
-//!     program: Path::new("node"),
-//!     args: &["server.js".to_owned()],
-//!     path: Some(std::ffi::OsStr::new("/usr/bin")),
-//! })?;
-//! println!("{} {:?}", prepared.program.display(), prepared.report.status);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs)]
 
