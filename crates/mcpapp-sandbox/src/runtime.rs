@@ -217,60 +217,10 @@ impl Sandbox {
     /// [`SandboxError`] when the app must not start (see its variants).
     pub fn prepare(&self, request: &LaunchRequest<'_>) -> Result<Prepared, SandboxError> {
         let isolation = request.isolation;
-        let unconfined = |report: SandboxReport| Prepared {
-            program: request.program.to_path_buf(),
-            args: request.args.iter().map(OsString::from).collect(),
-            env: Vec::new(),
-            report,
-            proxy: None,
+        let kernel = match self.kernel_for(request)? {
+            Ok(kernel) => kernel,
+            Err(unconfined) => return Ok(unconfined),
         };
-        if isolation.mode == IsolationMode::Off {
-            return Ok(unconfined(SandboxReport::none(
-                IsolationMode::Off,
-                "isolation is off for this app (Isolation.Mode)",
-            )));
-        }
-        let kernel = if cfg!(target_os = "linux") {
-            self.kernel()
-        } else {
-            KernelSupport {
-                landlock_abi: 0,
-                seccomp: false,
-            }
-        };
-        if !cfg!(target_os = "linux") {
-            let missing = vec!["a sandbox backend: only Linux has one".to_owned()];
-            if isolation.mode == IsolationMode::Enforce {
-                return Err(SandboxError::Unsupported {
-                    app_id: request.app_id.to_owned(),
-                    missing,
-                });
-            }
-            let mut report = SandboxReport::none(isolation.mode, "this platform has no sandbox");
-            report.missing = missing;
-            return Ok(unconfined(report));
-        }
-        if isolation.mode == IsolationMode::Enforce
-            && (kernel.landlock_abi < FULL_ABI || !kernel.seccomp)
-        {
-            let probe_policy = compile(
-                isolation,
-                &LaunchFacts {
-                    app_dir: request.app_dir,
-                    program: request.program,
-                    home: request.app_dir,
-                    tmp: request.app_dir,
-                    proxy_port: None,
-                    protected_ports: &self.protected_ports,
-                    abi: kernel.landlock_abi,
-                },
-            );
-            return Err(SandboxError::Unsupported {
-                app_id: request.app_id.to_owned(),
-                missing: probe_policy.missing_features(kernel.seccomp),
-            });
-        }
-
         let state = self.state_directory(isolation)?;
         let folder = app_folder(&state, request.app_id);
         let home = folder.join("home");
@@ -313,18 +263,7 @@ impl Sandbox {
             ("HOME".into(), home.clone().into_os_string()),
             ("TMPDIR".into(), tmp.clone().into_os_string()),
         ];
-        if let Some(proxy) = &proxy {
-            for name in [
-                "HTTPS_PROXY",
-                "HTTP_PROXY",
-                "https_proxy",
-                "http_proxy",
-                "ALL_PROXY",
-                "all_proxy",
-            ] {
-                env.push((name.into(), proxy.url().into()));
-            }
-        }
+        env.extend(proxy.iter().flat_map(|proxy| proxy_variables(&proxy.url())));
         let report = SandboxReport::applied(
             isolation.mode,
             &policy,
@@ -351,6 +290,81 @@ impl Sandbox {
             proxy,
         })
     }
+
+    /// What the kernel offers for this launch (`Ok(Ok(..))`), or the unconfined launch of an
+    /// app that is off or on a platform without a sandbox under best-effort (`Ok(Err(..))`).
+    ///
+    /// # Errors
+    /// [`SandboxError::Unsupported`] under `enforce` without what the policy needs.
+    fn kernel_for(
+        &self,
+        request: &LaunchRequest<'_>,
+    ) -> Result<Result<KernelSupport, Prepared>, SandboxError> {
+        let isolation = request.isolation;
+        let unconfined = |report: SandboxReport| Prepared {
+            program: request.program.to_path_buf(),
+            args: request.args.iter().map(OsString::from).collect(),
+            env: Vec::new(),
+            report,
+            proxy: None,
+        };
+        if isolation.mode == IsolationMode::Off {
+            return Ok(Err(unconfined(SandboxReport::none(
+                IsolationMode::Off,
+                "isolation is off for this app (Isolation.Mode)",
+            ))));
+        }
+        if !cfg!(target_os = "linux") {
+            let missing = vec!["a sandbox backend: only Linux has one".to_owned()];
+            if isolation.mode == IsolationMode::Enforce {
+                return Err(SandboxError::Unsupported {
+                    app_id: request.app_id.to_owned(),
+                    missing,
+                });
+            }
+            let mut report = SandboxReport::none(isolation.mode, "this platform has no sandbox");
+            report.missing = missing;
+            return Ok(Err(unconfined(report)));
+        }
+        let kernel = self.kernel();
+        if isolation.mode == IsolationMode::Enforce
+            && (kernel.landlock_abi < FULL_ABI || !kernel.seccomp)
+        {
+            // The policy as it would be, to name what this kernel lacks for it.
+            let wanted = compile(
+                isolation,
+                &LaunchFacts {
+                    app_dir: request.app_dir,
+                    program: request.program,
+                    home: request.app_dir,
+                    tmp: request.app_dir,
+                    proxy_port: None,
+                    protected_ports: &self.protected_ports,
+                    abi: kernel.landlock_abi,
+                },
+            );
+            return Err(SandboxError::Unsupported {
+                app_id: request.app_id.to_owned(),
+                missing: wanted.missing_features(kernel.seccomp),
+            });
+        }
+        Ok(Ok(kernel))
+    }
+}
+
+/// The variables that point HTTP clients at the egress proxy `url`.
+fn proxy_variables(url: &str) -> Vec<(OsString, OsString)> {
+    [
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "https_proxy",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ]
+    .into_iter()
+    .map(|name| (name.into(), url.into()))
+    .collect()
 }
 
 /// `<state>/apps/<id>`.
