@@ -88,8 +88,8 @@ pub struct McpAppsConfig {
     #[serde(default)]
     pub allow_manifest_env: Vec<String>,
 
-    /// The gateway's state directory: each stdio app gets `apps/{id}/home` and
-    /// `apps/{id}/tmp` under it as its `HOME` and `TMPDIR`, kept across restarts. Written as
+    /// The gateway's state directory: each stdio app gets a folder `apps/{id}` under it as its
+    /// `HOME` and `TMPDIR`, kept across restarts. Written as
     /// discovery paths are (relative to the configuration file's folder, `env:NAME`, `~/`).
     /// Default: `$XDG_STATE_HOME/mcpapp`, else `~/.local/state/mcpapp`; without a home folder
     /// (or one that does not exist), a private temporary folder for the gateway's run.

@@ -11,7 +11,7 @@
 //!   and a seccomp filter to itself, then executes the app in its place, keeping its process
 //!   id and group.
 //! - [`Sandbox`] is the gateway's side: it probes the kernel once, makes each app's state
-//!   folders (its `HOME` and `TMPDIR`), starts an [`EgressProxy`] for apps with host grants,
+//!   folder (its `HOME` and `TMPDIR`), starts an [`EgressProxy`] for apps with host grants,
 //!   and prepares the launcher's command line and the [`SandboxReport`] of what applies.
 //!
 //! Elsewhere than Linux everything compiles: `enforce` refuses to start apps and

@@ -327,8 +327,8 @@ mod tests {
         LaunchFacts {
             app_dir: Path::new("/srv/apps/notes"),
             program,
-            home: Path::new("/var/lib/mcpapp/apps/notes/home"),
-            tmp: Path::new("/var/lib/mcpapp/apps/notes/tmp"),
+            home: Path::new("/var/lib/mcpapp/apps/notes"),
+            tmp: Path::new("/var/lib/mcpapp/apps/notes"),
             proxy_port: proxy,
             protected_ports: &[8787, 40001],
             abi: 7,
@@ -373,8 +373,7 @@ mod tests {
             execute  /sbin
             execute  /srv/apps/notes
             execute  /usr
-            write    /var/lib/mcpapp/apps/notes/home
-            write    /var/lib/mcpapp/apps/notes/tmp
+            write    /var/lib/mcpapp/apps/notes
             device   /dev/full
             device   /dev/null
             device   /dev/random
@@ -419,8 +418,7 @@ mod tests {
             execute  /srv/apps/notes
             execute  /usr
             write    /data/out
-            write    /var/lib/mcpapp/apps/notes/home
-            write    /var/lib/mcpapp/apps/notes/tmp
+            write    /var/lib/mcpapp/apps/notes
             tcp-connect 5432,41000
             tcp-bind none
             sockets inet tcp unix no

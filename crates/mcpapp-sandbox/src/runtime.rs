@@ -1,8 +1,9 @@
 //! The gateway's side: [`Sandbox`] knows the launcher, what the kernel offers, the state
 //! directory and the gateway's own ports, and turns one app's launch into a confined one
-//! ([`Sandbox::prepare`]): its state folders, its egress proxy, the launcher's command line
+//! ([`Sandbox::prepare`]): its state folder, its egress proxy, the launcher's command line
 //! and the report of what will apply.
 
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -11,7 +12,9 @@ use mcpapp_manifest::{AppIsolation, IsolationMode};
 use tracing::{info, warn};
 
 use crate::launcher::{KernelSupport, LAUNCHER_ARG, PROBE_ARG};
-use crate::policy::{FULL_ABI, LaunchFacts, compile};
+use crate::policy::{
+    DEVICES_READ, ETC_READ, FULL_ABI, LaunchFacts, OTHER_READ, SYSTEM_EXECUTE, compile,
+};
 use crate::proxy::EgressProxy;
 use crate::report::SandboxReport;
 
@@ -23,7 +26,7 @@ pub const ASSUME_ABI_ENV: &str = "MCPAPP_SANDBOX_ASSUME_ABI";
 /// One app launch to confine.
 #[derive(Debug, Clone, Copy)]
 pub struct LaunchRequest<'a> {
-    /// The app id (its state folders are named after it).
+    /// The app id (its state folder is named after it).
     pub app_id: &'a str,
     /// Its resolved isolation settings.
     pub isolation: &'a AppIsolation,
@@ -69,7 +72,7 @@ pub enum SandboxError {
         /// What is missing, as sentences.
         missing: Vec<String>,
     },
-    /// The app's state folders could not be made.
+    /// The app's state folder could not be made.
     #[error("cannot create the state folder {}: {reason}", path.display())]
     StateFolder {
         /// The folder.
@@ -93,6 +96,8 @@ pub struct Sandbox {
     protected_ports: Vec<u16>,
     /// Used when an app's settings name no state directory.
     fallback_state: Mutex<Option<tempfile::TempDir>>,
+    /// Whether each of the default policy's system paths exists.
+    system_paths: OnceLock<HashMap<PathBuf, bool>>,
 }
 
 impl Sandbox {
@@ -114,7 +119,22 @@ impl Sandbox {
             probing: Mutex::new(probing),
             protected_ports: Vec::new(),
             fallback_state: Mutex::new(None),
+            system_paths: OnceLock::new(),
         }
+    }
+
+    /// Whether each path of the default policy's system lists exists.
+    fn system_paths(&self) -> &HashMap<PathBuf, bool> {
+        self.system_paths.get_or_init(|| {
+            SYSTEM_EXECUTE
+                .iter()
+                .chain(ETC_READ)
+                .chain(OTHER_READ)
+                .chain(DEVICES_READ)
+                .chain(&["/dev/null"])
+                .map(|path| (PathBuf::from(path), Path::new(path).exists()))
+                .collect()
+        })
     }
 
     /// A sandbox whose launcher is this very executable (`/proc/self/exe` where it exists,
@@ -170,7 +190,7 @@ impl Sandbox {
         })
     }
 
-    /// Removes an app's state folders (its `HOME` and `TMPDIR`) under `state_directory`.
+    /// Removes an app's state folder (its `HOME` and `TMPDIR`) under `state_directory`.
     ///
     /// # Errors
     /// The I/O error, except when there is nothing to remove.
@@ -221,13 +241,11 @@ impl Sandbox {
             Ok(kernel) => kernel,
             Err(unconfined) => return Ok(unconfined),
         };
-        let state = self.state_directory(isolation)?;
-        let folder = app_folder(&state, request.app_id);
-        let home = folder.join("home");
-        let tmp = folder.join("tmp");
-        for dir in [&state, &home, &tmp] {
-            make_private_dir(dir)?;
-        }
+        // One folder, the app's HOME and TMPDIR (and its parents), private to the gateway's
+        // user: a first start costs one directory, a restart none.
+        let folder = app_folder(&self.state_directory(isolation)?, request.app_id);
+        make_private_dir(&folder)?;
+        let (home, tmp) = (folder.clone(), folder);
         let program = resolve_program(request.program, request.path);
         let proxy = match isolation.network.hosts().next() {
             None => None,
@@ -252,8 +270,13 @@ impl Sandbox {
                 abi: kernel.landlock_abi.min(FULL_ABI),
             },
         );
-        // Rules for paths that do not exist grant nothing; leave them out of the report.
-        policy.paths.retain(|rule| rule.path.exists());
+        // Rules for paths that do not exist grant nothing; leave them out of the report. The
+        // system's paths are looked at once per gateway, not once per start.
+        let system = self.system_paths();
+        policy.paths.retain(|rule| match system.get(&rule.path) {
+            Some(exists) => *exists,
+            None => rule.path.exists(),
+        });
         policy.limits.open_files = policy.limits.open_files.min(open_files_hard_limit());
         let json = serde_json::to_string(&policy).unwrap_or_default();
         let mut args: Vec<OsString> = vec![LAUNCHER_ARG.into(), json.into(), "--".into()];

@@ -40,17 +40,17 @@ fn an_app_starts_through_the_launcher_with_folders_of_its_own_and_a_report() {
         prepared.args
     );
     assert!(Path::new(&prepared.args[3]).ends_with("sh"));
-    let home = dir.path().join("state/apps/notes/home");
-    let tmp = dir.path().join("state/apps/notes/tmp");
+    // One folder of its own is its HOME and its TMPDIR, private to the gateway's user.
+    let home = dir.path().join("state/apps/notes");
     assert_eq!(
         prepared.env,
         [
             ("HOME".into(), home.clone().into_os_string()),
-            ("TMPDIR".into(), tmp.clone().into_os_string()),
+            ("TMPDIR".into(), home.clone().into_os_string()),
         ]
     );
-    for folder in [&home, &tmp] {
-        let mode = std::fs::metadata(folder).unwrap().permissions().mode();
+    for folder in [dir.path().join("state"), home] {
+        let mode = std::fs::metadata(&folder).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700, "{}", folder.display());
     }
     let report = &prepared.report;

@@ -53,7 +53,7 @@ pub(super) async fn panel(client: &Client, checks: &mut Checks) -> anyhow::Resul
             && field("Network").starts_with("none")
             && field("Process").contains("capabilities none")
             && field("Paths").contains("write ")
-            && field("Home").ends_with("/apps/fixture-stdio/home"),
+            && field("Home").ends_with("/apps/fixture-stdio"),
         "the sandbox report on the page: {report}"
     );
     checks.pass(
