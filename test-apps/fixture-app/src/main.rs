@@ -62,6 +62,7 @@
 //!   stderr at start, and one line (`fixture-app noise: tool call K: NAME`) per tool call.
 //! - `--linger` (stdio): stay alive after stdin closes, like a server that ignores the end
 //!   of its input.
+//! - `--probes`: list and serve the `probe_*` tools (see Probes below).
 //! - `--spawn-descendants FILE`: at start, start two copies of itself in `sleep` mode (which
 //!   does nothing until killed), one in this process's group and one in a group of its own
 //!   (as a daemon would), and write this process's pid and theirs to `FILE`, one per line.
@@ -175,8 +176,8 @@
 //!
 //! # Probes
 //!
-//! For the tests of the gateway's app sandbox, the `probe_*` tools try things for real and
-//! answer `{"ok", "error", "errno", ...}` (a refusal is a normal answer, not a tool error):
+//! With `--probes`, for the tests of the gateway's app sandbox, the `probe_*` tools try things
+//! for real and answer `{"ok", "error", "errno", ...}` (a refusal is a normal answer, not a tool error):
 //! `probe_open {path, write?}` (read the first 4 KiB as `text`, or append a line),
 //! `probe_list {path}` (`names`), `probe_exec {program, args?}` (`status`, `stdout`,
 //! `stderr`), `probe_connect {kind: tcp|udp|unix|abstract, address}`, `probe_bind {port}`,
@@ -279,6 +280,9 @@ struct Cli {
     /// Stay alive after stdin closes (stdio), as a server that ignores end of input would.
     #[arg(long)]
     linger: bool,
+    /// List and serve the probe_* tools (for the tests of the gateway's app sandbox).
+    #[arg(long)]
+    probes: bool,
     /// Start two descendants that sleep until killed, one in this process's group and one
     /// in a group of its own, and write this process's pid and theirs to FILE, one per line.
     #[arg(long, value_name = "FILE")]
@@ -440,7 +444,7 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(1);
     }
 
-    let shared = Arc::new(Shared::new(cli.stderr_noise.is_some(), cli.era));
+    let shared = Arc::new(Shared::new(cli.stderr_noise.is_some(), cli.era, cli.probes));
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         if let Some(ms) = cli.exit_after_ms {

@@ -37,7 +37,7 @@ fn serve_fixtures(tree: &Tree, ids: &[&str], mcp_apps: &Value, unprivileged: boo
     for id in ids {
         tree.write(
             &format!("apps/{id}/openclaw.mcpapp.json"),
-            &json!({"id": id, "command": fixture, "arguments": ["stdio"]}).to_string(),
+            &json!({"id": id, "command": fixture, "arguments": ["stdio", "--probes"]}).to_string(),
         );
     }
     write_config(tree, mcp_apps);
