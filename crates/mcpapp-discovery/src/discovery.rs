@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mcpapp_manifest::{
-    AppSpec, InstallState, Lifecycle, McpAppEntryConfig, McpAppsConfig, ParsedManifest,
-    ProtocolEra, Severity, Transport, closest_match, quoted,
+    AppSpec, Era, InstallState, Lifecycle, McpAppEntryConfig, McpAppsConfig, ParsedManifest,
+    Severity, Transport, closest_match, quoted,
 };
 use tracing::{debug, info, info_span, warn};
 
@@ -387,7 +387,7 @@ impl Scan<'_> {
             Ok(mut spec) => {
                 // A version the manifest names decides the era; without one the app is asked.
                 if parsed.field_position("protocolVersion").is_some() {
-                    spec.protocol_era = ProtocolEra::of_version(&spec.protocol_version);
+                    spec.protocol_era = Some(Era::of_version(spec.protocol_version.trim()));
                 }
                 Some(spec)
             }
@@ -523,7 +523,16 @@ impl Scan<'_> {
             }
             return false;
         }
-        match self.inner.isolation.resolve(id, &parsed.manifest, entry) {
+        let root = path.parent().unwrap_or(path);
+        let command = match &spec.launch {
+            mcpapp_manifest::Launch::Stdio { command, .. } => Some((command.as_str(), root)),
+            _ => None,
+        };
+        match self
+            .inner
+            .isolation
+            .resolve(id, &parsed.manifest, entry, command)
+        {
             Ok(isolation) => {
                 spec.isolation = isolation;
                 false

@@ -90,6 +90,8 @@ pub(crate) struct Protected {
     pub(crate) home: Option<PathBuf>,
     pub(crate) config_dir: Option<PathBuf>,
     pub(crate) state_dir: Option<PathBuf>,
+    /// The gateway's secret store (`McpApps.SecretsFile`, or its default).
+    pub(crate) secrets_file: Option<PathBuf>,
     pub(crate) roots: Vec<PathBuf>,
     pub(crate) executable: Option<PathBuf>,
 }
@@ -173,6 +175,11 @@ impl Protected {
             && forms(config).iter().any(|c| contains(path, c))
         {
             return Some("it holds the gateway's configuration file".to_owned());
+        }
+        if let Some(secrets) = &self.secrets_file
+            && forms(secrets).iter().any(|s| contains(path, s))
+        {
+            return Some("it holds the gateway's secret store (McpApps.SecretsFile)".to_owned());
         }
         if let Some(state) = &self.state_dir
             && forms(state)
@@ -331,6 +338,8 @@ pub(crate) struct IsolationPolicy {
     protected: Protected,
     home: Option<PathBuf>,
     state_dir: Option<PathBuf>,
+    /// The gateway's `PATH`, where apps' bare commands and `#!/usr/bin/env` names are found.
+    path: Option<String>,
 }
 
 /// Where the configuration came from, for the position of a refused grant.
@@ -379,10 +388,21 @@ impl IsolationPolicy {
                         .map(|h| h.join(".local/state/mcpapp"))
                 }),
         };
+        // Where the secret store is, as the gateway finds it: configured (relative to the
+        // configuration's folder), else `mcpapp/secrets.json` in the user's state folder.
+        let secrets_file = match config.secrets_file.as_deref().map(str::trim) {
+            Some(file) if !file.is_empty() => Some(normalize(&source.base.join(file))),
+            _ => (source.env)("XDG_STATE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| home.as_ref().map(|h| h.join(".local/state")))
+                .map(|state| state.join("mcpapp/secrets.json")),
+        };
         let protected = Protected {
             home: home.clone(),
             config_dir: source.file.map(|f| f.dir().to_path_buf()),
             state_dir: state_dir.clone(),
+            secrets_file,
             roots,
             executable: std::env::current_exe().ok(),
         };
@@ -460,6 +480,7 @@ impl IsolationPolicy {
             protected,
             home,
             state_dir,
+            path: (source.env)("PATH"),
         })
     }
 
@@ -470,6 +491,7 @@ impl IsolationPolicy {
         id: &str,
         manifest: &McpAppManifest,
         entry: Option<&McpAppEntryConfig>,
+        command: Option<(&str, &Path)>,
     ) -> Result<AppIsolation, Vec<Refusal>> {
         let entry_config = self.entry_configs.get(id);
         let entry_level = self.entries.get(id);
@@ -497,6 +519,9 @@ impl IsolationPolicy {
         isolation.state_directory = self.state_dir.clone();
         if mode == IsolationMode::Off {
             return Ok(isolation);
+        }
+        if let Some((command, root)) = command {
+            self.grant_interpreter(command, root, &mut isolation);
         }
         let refusals = self.grant_requests(id, manifest, &levels, &mut isolation);
         if refusals.is_empty() {
@@ -652,6 +677,30 @@ impl IsolationPolicy {
                     }
                 }
                 isolation.network = isolation.network.union(&more);
+            }
+        }
+    }
+
+    /// Grants the installation folder of the app's program or its interpreter when it lives
+    /// outside the folders the sandbox executes from (a venv's Python from pyenv or uv, a Node
+    /// from nvm), or just the file when the folder is protected.
+    fn grant_interpreter(&self, command: &str, root: &Path, isolation: &mut AppIsolation) {
+        for candidates in crate::interpreter::grants(command, root, self.path.as_deref()) {
+            let covered = |p: &Path| {
+                isolation
+                    .execute
+                    .iter()
+                    .chain(&isolation.write)
+                    .any(|g| p.starts_with(g))
+            };
+            if candidates.iter().any(|c| covered(c)) {
+                continue;
+            }
+            if let Some(grant) = candidates
+                .into_iter()
+                .find(|c| self.protected.refusal(c, GrantKind::Execute).is_none())
+            {
+                isolation.execute.push(grant);
             }
         }
     }

@@ -289,10 +289,11 @@ fn grants_that_expose_what_the_sandbox_protects_are_configuration_errors_with_po
         ("\"apps/other\"".into(), "in a discovery path"),
         ("\"/var/tmp\"".into(), "shared temporary folder"),
         ("\"/usr/lib\"".into(), "the system's programs"),
+        ("\"secrets\"".into(), "the gateway's secret store"),
     ];
     for (value, reason) in cases {
         let text = format!(
-            "{{\n  \"McpApps\": {{\n    \"Enabled\": true,\n    \"DiscoveryPaths\": [\"apps\"],\n    \"StateDirectory\": {state:?},\n    \"Entries\": {{\"notes\": {{\"Isolation\": {{\n      \"Write\": [\"data\", {value}]\n    }}}}}}\n  }}\n}}\n"
+            "{{\n  \"McpApps\": {{\n    \"Enabled\": true,\n    \"DiscoveryPaths\": [\"apps\"],\n    \"SecretsFile\": \"secrets/store.json\", \"StateDirectory\": {state:?},\n    \"Entries\": {{\"notes\": {{\"Isolation\": {{\n      \"Write\": [\"data\", {value}]\n    }}}}}}\n  }}\n}}\n"
         );
         let err = from_file(&tree, &text).expect_err(&value).to_string();
         let file = tree.path("conf/appsettings.json").display().to_string();
@@ -333,5 +334,45 @@ fn a_pattern_that_is_not_a_glob_is_a_configuration_error() {
     assert!(
         err.starts_with("McpApps.Isolation.AllowManifestPermissions.Read pattern '[oops'"),
         "{err}"
+    );
+}
+
+#[test]
+fn an_interpreter_outside_the_system_folders_is_granted_with_its_app() {
+    let tree = Tree::new();
+    // A Python of its own (pyenv, uv) that a venv in the app's folder links to.
+    let install = tree.path("pythons/3.12");
+    std::fs::create_dir_all(install.join("bin")).unwrap();
+    std::fs::write(install.join("bin/python3.12"), "binary").unwrap();
+    let app = tree.path("apps/timer");
+    std::fs::create_dir_all(app.join("venv/bin")).unwrap();
+    std::os::unix::fs::symlink(install.join("bin/python3.12"), app.join("venv/bin/python"))
+        .unwrap();
+    tree.write(
+        "apps/timer/venv/bin/timer",
+        &format!("#!{}\n", app.join("venv/bin/python").display()),
+    );
+    tree.manifest(
+        "apps/timer",
+        r#"{"id": "timer", "command": "venv/bin/timer"}"#,
+    );
+    let report = scan_with_home(&tree, enabled());
+    let spec = report.app("timer").unwrap().spec.clone().unwrap();
+    assert_eq!(
+        spec.isolation.execute,
+        [std::fs::canonicalize(&install).unwrap()]
+    );
+    // An interpreter in a protected place gets no grant: here, the home folder's dot-folder.
+    let hidden = tree.path("home/.tools/bin");
+    std::fs::create_dir_all(&hidden).unwrap();
+    std::fs::write(hidden.join("python3.12"), "binary").unwrap();
+    std::fs::remove_file(app.join("venv/bin/python")).unwrap();
+    std::os::unix::fs::symlink(hidden.join("python3.12"), app.join("venv/bin/python")).unwrap();
+    let report = scan_with_home(&tree, enabled());
+    let spec = report.app("timer").unwrap().spec.clone().unwrap();
+    assert_eq!(
+        spec.isolation.execute,
+        [std::fs::canonicalize(hidden.join("python3.12")).unwrap()],
+        "only the file, not the dot-folder"
     );
 }
