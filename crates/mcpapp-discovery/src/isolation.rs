@@ -349,6 +349,110 @@ pub(crate) struct Source<'a> {
     pub(crate) env: &'a dyn Fn(&str) -> Option<String>,
 }
 
+/// The gateway's state directory: configured (`StateDirectory`), else the user's state
+/// folder's `mcpapp`, else none (the gateway then uses a private temporary folder).
+fn state_directory(
+    config: &McpAppsConfig,
+    source: &Source<'_>,
+    home: Option<&Path>,
+) -> Result<Option<PathBuf>, ConfigError> {
+    Ok(match &config.state_directory {
+        Some(raw) => Some(
+            resolve_config_path(raw, source.base, home, source.env).map_err(|reason| {
+                grant_error(
+                    source,
+                    &["StateDirectory"],
+                    raw,
+                    format!("cannot be resolved: {reason}"),
+                )
+            })?,
+        ),
+        None => (source.env)("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .map(|p| p.join("mcpapp"))
+            // A home folder that is not there (`/nonexistent` for system users) gives no
+            // default; the gateway then uses a private temporary folder.
+            .or_else(|| {
+                home.filter(|h| h.is_dir())
+                    .map(|h| h.join(".local/state/mcpapp"))
+            }),
+    })
+}
+
+/// Where the secret store is, as the gateway finds it: configured (relative to the
+/// configuration's folder), else `mcpapp/secrets.json` in the user's state folder.
+fn secrets_file(
+    config: &McpAppsConfig,
+    source: &Source<'_>,
+    home: Option<&Path>,
+) -> Option<PathBuf> {
+    match config.secrets_file.as_deref().map(str::trim) {
+        Some(file) if !file.is_empty() => Some(normalize(&source.base.join(file))),
+        _ => (source.env)("XDG_STATE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| home.map(|h| h.join(".local/state")))
+            .map(|state| state.join("mcpapp/secrets.json")),
+    }
+}
+
+/// One level of grants (`McpApps.Isolation`, or an entry's under `prefix`), resolved and
+/// checked against what the sandbox protects.
+fn level(
+    source: &Source<'_>,
+    home: Option<&Path>,
+    protected: &Protected,
+    prefix: &[&str],
+    isolation: &IsolationConfig,
+) -> Result<Level, ConfigError> {
+    let setting = prefix.join(".");
+    let paths = |kind: GrantKind, list: &[String]| -> Result<Vec<PathBuf>, ConfigError> {
+        list.iter()
+            .enumerate()
+            .map(|(i, raw)| {
+                let index = i.to_string();
+                let at: Vec<&str> = prefix
+                    .iter()
+                    .copied()
+                    .chain(["Isolation", kind.key(), index.as_str()])
+                    .collect();
+                let path =
+                    resolve_config_path(raw, source.base, home, source.env).map_err(|reason| {
+                        grant_error(source, &at, raw, format!("cannot be resolved: {reason}"))
+                    })?;
+                match protected.refusal(&path, kind) {
+                    Some(reason) => Err(grant_error(
+                        source,
+                        &at,
+                        raw,
+                        format!("is refused: {reason}"),
+                    )),
+                    None => Ok(path),
+                }
+            })
+            .collect()
+    };
+    let grants = &isolation.allow_manifest_permissions;
+    let name = |key: &str| {
+        if setting.is_empty() {
+            format!("Isolation.AllowManifestPermissions.{key}")
+        } else {
+            format!("{setting}.Isolation.AllowManifestPermissions.{key}")
+        }
+    };
+    let expand =
+        |p: &str| expand_home(p, home).map_or_else(|_| p.to_owned(), |p| p.display().to_string());
+    Ok(Level {
+        read: paths(GrantKind::Read, &isolation.read)?,
+        write: paths(GrantKind::Write, &isolation.write)?,
+        execute: paths(GrantKind::Execute, &isolation.execute)?,
+        allow_read: Globs::new(&name("Read"), &grants.read, true, expand)?,
+        allow_write: Globs::new(&name("Write"), &grants.write, true, expand)?,
+        allow_network: Globs::new(&name("Network"), &grants.network, false, |p| p.to_owned())?,
+    })
+}
+
 impl IsolationPolicy {
     /// Resolves and checks every grant of `config`.
     ///
@@ -363,105 +467,17 @@ impl IsolationPolicy {
         let home = (source.env)("HOME")
             .map(PathBuf::from)
             .filter(|h| h.is_absolute() && h.parent().is_some());
-        let state_dir = match &config.state_directory {
-            Some(raw) => Some(
-                resolve_config_path(raw, source.base, home.as_deref(), source.env).map_err(
-                    |reason| {
-                        grant_error(
-                            source,
-                            &["StateDirectory"],
-                            raw,
-                            format!("cannot be resolved: {reason}"),
-                        )
-                    },
-                )?,
-            ),
-            None => (source.env)("XDG_STATE_HOME")
-                .map(PathBuf::from)
-                .filter(|p| p.is_absolute())
-                .map(|p| p.join("mcpapp"))
-                // A home folder that is not there (`/nonexistent` for system users) gives no
-                // default; the gateway then uses a private temporary folder.
-                .or_else(|| {
-                    home.as_ref()
-                        .filter(|h| h.is_dir())
-                        .map(|h| h.join(".local/state/mcpapp"))
-                }),
-        };
-        // Where the secret store is, as the gateway finds it: configured (relative to the
-        // configuration's folder), else `mcpapp/secrets.json` in the user's state folder.
-        let secrets_file = match config.secrets_file.as_deref().map(str::trim) {
-            Some(file) if !file.is_empty() => Some(normalize(&source.base.join(file))),
-            _ => (source.env)("XDG_STATE_HOME")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .or_else(|| home.as_ref().map(|h| h.join(".local/state")))
-                .map(|state| state.join("mcpapp/secrets.json")),
-        };
+        let state_dir = state_directory(config, source, home.as_deref())?;
         let protected = Protected {
             home: home.clone(),
             config_dir: source.file.map(|f| f.dir().to_path_buf()),
             state_dir: state_dir.clone(),
-            secrets_file,
+            secrets_file: secrets_file(config, source, home.as_deref()),
             roots,
             executable: std::env::current_exe().ok(),
         };
-        let level = |prefix: &[&str], isolation: &IsolationConfig| -> Result<Level, ConfigError> {
-            let setting = prefix.join(".");
-            let paths = |kind: GrantKind, list: &[String]| -> Result<Vec<PathBuf>, ConfigError> {
-                list.iter()
-                    .enumerate()
-                    .map(|(i, raw)| {
-                        let index = i.to_string();
-                        let at: Vec<&str> = prefix
-                            .iter()
-                            .copied()
-                            .chain(["Isolation", kind.key(), index.as_str()])
-                            .collect();
-                        let path =
-                            resolve_config_path(raw, source.base, home.as_deref(), source.env)
-                                .map_err(|reason| {
-                                    grant_error(
-                                        source,
-                                        &at,
-                                        raw,
-                                        format!("cannot be resolved: {reason}"),
-                                    )
-                                })?;
-                        match protected.refusal(&path, kind) {
-                            Some(reason) => Err(grant_error(
-                                source,
-                                &at,
-                                raw,
-                                format!("is refused: {reason}"),
-                            )),
-                            None => Ok(path),
-                        }
-                    })
-                    .collect()
-            };
-            let grants = &isolation.allow_manifest_permissions;
-            let name = |key: &str| {
-                if setting.is_empty() {
-                    format!("Isolation.AllowManifestPermissions.{key}")
-                } else {
-                    format!("{setting}.Isolation.AllowManifestPermissions.{key}")
-                }
-            };
-            let expand = |p: &str| {
-                expand_home(p, home.as_deref())
-                    .map_or_else(|_| p.to_owned(), |p| p.display().to_string())
-            };
-            Ok(Level {
-                read: paths(GrantKind::Read, &isolation.read)?,
-                write: paths(GrantKind::Write, &isolation.write)?,
-                execute: paths(GrantKind::Execute, &isolation.execute)?,
-                allow_read: Globs::new(&name("Read"), &grants.read, true, expand)?,
-                allow_write: Globs::new(&name("Write"), &grants.write, true, expand)?,
-                allow_network: Globs::new(&name("Network"), &grants.network, false, |p| {
-                    p.to_owned()
-                })?,
-            })
+        let level = |prefix: &[&str], isolation: &IsolationConfig| {
+            level(source, home.as_deref(), &protected, prefix, isolation)
         };
         let global = level(&[], &config.isolation)?;
         let mut entries = HashMap::new();
