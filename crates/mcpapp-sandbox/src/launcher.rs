@@ -120,6 +120,7 @@ mod imp {
         ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
         PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
     };
+    use rustix::fs::FileType;
     use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
     use rustix::thread::{
         CapabilitiesSecureBits, CapabilitySet, CapabilitySets, capabilities,
@@ -275,15 +276,16 @@ mod imp {
             | AccessFs::Truncate
             | AccessFs::IoctlDev;
         for rule in &policy.paths {
-            // A path that is gone, or that this user cannot reach, grants nothing.
-            let Ok(meta) = std::fs::metadata(&rule.path) else {
-                continue;
-            };
+            // A path that is gone, or that this user cannot reach, grants nothing. The kind
+            // of file comes from the descriptor: one lookup of the path, not two.
             let Ok(fd) = PathFd::new(&rule.path) else {
                 continue;
             };
+            let Ok(stat) = rustix::fs::fstat(&fd) else {
+                continue;
+            };
             let mut access = rights(rule.access, abi) & AccessFs::from_all(abi);
-            if !meta.is_dir() {
+            if FileType::from_raw_mode(stat.st_mode) != FileType::Directory {
                 access &= file_rights;
             }
             created = created
