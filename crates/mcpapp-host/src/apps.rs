@@ -92,6 +92,9 @@ pub(crate) struct AppSummary {
     has_ui: bool,
     ui_resource_uri: Option<String>,
     mcp: Option<String>,
+    /// How much of a stdio app's sandbox applies (`enforced`, `partial`, `none`); the whole
+    /// report is in `/apps/{id}`.
+    sandbox: Option<mcpapp_supervisor::SandboxStatus>,
 }
 
 fn summary_of(
@@ -134,6 +137,7 @@ fn summary_of(
         server_version: snapshot.and_then(|(s, _)| s.server_info.as_ref().map(|(_, v)| v.clone())),
         has_ui: snapshot.is_some_and(|(s, d)| has_ui(s, d)) || manifest.has_ui,
         ui_resource_uri: manifest.ui_resource_uri.clone().or(ui_tool_uri),
+        sandbox: snapshot.and_then(|(s, _)| s.sandbox.as_ref().map(|r| r.status)),
     }
 }
 
@@ -222,6 +226,8 @@ pub(crate) async fn detail(
             "browserSessions".into(),
             json!(state.browser_sessions.count(handle.id())),
         );
+        // The sandbox of the app's current (or last) start: what actually applies.
+        object.insert("sandbox".into(), json!(handle.snapshot().sandbox));
     }
     Ok(Json(body))
 }

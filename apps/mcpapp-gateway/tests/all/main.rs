@@ -8,6 +8,7 @@ mod deploy;
 mod discover;
 mod install;
 mod reload;
+mod sandbox;
 mod serve;
 mod validate;
 

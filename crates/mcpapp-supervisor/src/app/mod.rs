@@ -61,6 +61,8 @@ pub struct AppSnapshot {
     pub instructions: Option<String>,
     /// When the next automatic restart is due, if one is scheduled.
     pub next_restart: Option<Timestamp>,
+    /// The sandbox of the current (or last) start of a stdio app.
+    pub sandbox: Option<mcpapp_sandbox::SandboxReport>,
 }
 
 /// A snapshot is an install state plus what supervision adds, so code that reads install
@@ -155,6 +157,7 @@ impl AppShared {
             server_info: None,
             instructions: None,
             next_restart: None,
+            sandbox: None,
         };
         let shared = Arc::new(Self {
             meters: metrics.app(snapshot.state.id()),
