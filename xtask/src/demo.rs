@@ -194,6 +194,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
             grocery_options: &[],
             token: None,
             allowed_origins: &[],
+            registry: None,
         },
     )?;
 

@@ -13,10 +13,12 @@
 //! - `e2e [--update-docs-screenshot]`: the host page in headless Chromium through WebDriver
 //!   (`chromium` and `chromium-driver` must be installed; `.ci/run` installs them). Kept out
 //!   of `cargo test` so that the tests pass on machines without a browser.
-//! - `conformance [--report-only] [--repeat N]`: the official MCP conformance suite against
-//!   the reference server directly, through `/apps/mcp/{appId}` and `/mcp`, and with the
-//!   gateway as the client under test; fails on a regression through the gateway unless
-//!   `--report-only`; `--repeat N` runs everything N times to expose races.
+//! - `conformance [--report-only] [--repeat N] [--sets | --sets-only]`: the official MCP
+//!   conformance suite against the reference server directly, through `/apps/mcp/{appId}` and
+//!   `/mcp`, and with the gateway as the client under test; fails on a regression through the
+//!   gateway unless `--report-only`; `--repeat N` runs everything N times to expose races;
+//!   `--sets` adds (and `--sets-only` runs alone) the 0.2 suite's requirement sets 2025-11-25
+//!   and 2026-07-28, check by check, on both sides.
 //!   Installs Node and the suite from the npm registry into `target/conformance` (needs npm).
 //! - `cluster`: two `serve` replicas behind Debian's HAProxy with the committed
 //!   `deploy/haproxy/haproxy.cfg`, checking that one chat session's requests stay on one
@@ -43,6 +45,7 @@ mod conformance;
 mod demo;
 mod e2e;
 mod http;
+mod module_graph;
 mod stack;
 mod tidy;
 mod util;
@@ -64,8 +67,9 @@ tasks:
   demo [--smoke]      build and start the test apps and the gateway, then tour it
   e2e [--update-docs-screenshot]
                       test the host page in headless Chromium (needs chromium, chromium-driver)
-  conformance [--report-only] [--repeat N]
-                      the MCP conformance suite directly vs through the gateway (needs npm)
+  conformance [--report-only] [--repeat N] [--sets | --sets-only]
+                      the MCP conformance suite directly vs through the gateway (needs npm);
+                      --sets adds the 2025-11-25 and 2026-07-28 requirement sets
   cluster             two replicas behind HAProxy: affinity, a replica killed (needs haproxy)
 ";
 

@@ -341,6 +341,7 @@ pub(crate) fn lay_out(
     grocery_url: &str,
     fixture: &Path,
     allowed_origins: &[&str],
+    registry: Option<&str>,
 ) -> anyhow::Result<PathBuf> {
     if demo.exists() {
         std::fs::remove_dir_all(demo).with_context(|| format!("clearing {}", demo.display()))?;
@@ -391,6 +392,12 @@ pub(crate) fn lay_out(
     });
     if !allowed_origins.is_empty() {
         settings["Gateway"] = json!({ "AllowedOrigins": allowed_origins });
+    }
+    // The page's "Add apps" view searches this registry; secrets go beside, not under,
+    // the discovery path.
+    if let Some(url) = registry {
+        settings["McpApps"]["Registries"] = json!([{ "Name": "local", "Url": url }]);
+        settings["McpApps"]["SecretsFile"] = json!("./state/secrets.json");
     }
     write_json(&config, &settings)?;
     Ok(config)
@@ -479,6 +486,8 @@ pub(crate) fn build(root: &Path) -> anyhow::Result<()> {
             "grocery-inventory",
             "-p",
             "fixture-app",
+            "-p",
+            "mcp-registry",
         ],
     )
 }
@@ -496,6 +505,8 @@ pub(crate) struct StackOptions<'a> {
     pub(crate) token: Option<&'a str>,
     /// Browser origins besides the gateway's own that may call it (`Gateway.AllowedOrigins`).
     pub(crate) allowed_origins: &'a [&'a str],
+    /// An MCP Registry for the page's "Add apps" view (`McpApps.Registries`), if any.
+    pub(crate) registry: Option<&'a str>,
 }
 
 /// `grocery-inventory` over HTTP and the gateway in front of it, with every app settled.
@@ -539,17 +550,21 @@ pub(crate) fn start(root: &Path, options: &StackOptions<'_>) -> anyhow::Result<S
         &grocery_url,
         &bin.join("fixture-app"),
         options.allowed_origins,
+        options.registry,
     )?;
     println!("  app folder: {}", options.folder.display());
 
     println!("\n==> starting the gateway");
     let gateway_log = options.logs.join("gateway.log");
     let config_arg = config.display().to_string();
-    let envs: Vec<(&str, &str)> = options
+    let cache = target_dir(root).join("install-cache").display().to_string();
+    let mut envs: Vec<(&str, &str)> = options
         .token
         .map(|token| ("MCPAPP_TOKEN", token))
         .into_iter()
         .collect();
+    // Packages the page installs are downloaded once across runs.
+    envs.push(("MCPAPP_INSTALL_CACHE", &cache));
     let (gateway, base) = start_listening(&Program {
         name: "mcpapp-gateway",
         path: &bin.join("mcpapp-gateway"),

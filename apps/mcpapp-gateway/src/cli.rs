@@ -32,6 +32,140 @@ pub(crate) enum Command {
     Call(CallArgs),
     /// Make a running gateway scan its discovery paths again and apply the difference.
     Reload(ReloadArgs),
+    /// Install an app from npm, PyPI, a server.json, an MCPB bundle, a registry or a URL.
+    Install(InstallArgs),
+    /// List the apps `install` put in place, and whether newer versions exist.
+    Installed(InstalledArgs),
+    /// Update installed apps (all, or one), keeping their inputs and secrets.
+    Update(UpdateArgs),
+    /// Remove an installed app: its folder and its secrets.
+    Uninstall(UninstallArgs),
+}
+
+/// `install`'s arguments.
+#[derive(Debug, clap::Args)]
+#[command(after_help = INSTALL_HELP)]
+pub(crate) struct InstallArgs {
+    #[command(flatten)]
+    pub(crate) config: ConfigArgs,
+
+    /// What to install: npm:PACKAGE[@VERSION], pypi:PACKAGE[==VERSION], a server.json file or
+    /// https URL, an .mcpb file (or URL with --sha256), a registry name (io.github.owner/name
+    /// [@VERSION], from McpApps.Registries), or an https://…/mcp endpoint.
+    pub(crate) source: String,
+
+    /// The app's id (default: from the package or server name).
+    #[arg(long)]
+    pub(crate) id: Option<String>,
+
+    /// A value for an input (repeatable; repeat a key for several values).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub(crate) set: Vec<String>,
+
+    /// Which entry of a server.json to install: npm, pypi, mcpb or remote (default: the first
+    /// usable, in that order).
+    #[arg(long, value_name = "KIND")]
+    pub(crate) package: Option<String>,
+
+    /// The SHA-256 (hex) a bundle must have; needed for a bundle URL.
+    #[arg(long, value_name = "HEX")]
+    pub(crate) sha256: Option<String>,
+
+    /// Agree without being asked (needed without a terminal).
+    #[arg(long, short = 'y')]
+    pub(crate) yes: bool,
+
+    /// Show what would be installed and run, and stop.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+
+    #[command(flatten)]
+    pub(crate) how: HowArgs,
+
+    /// Arguments for the package's program, after its own (after `--`).
+    #[arg(last = true, value_name = "ARGS")]
+    pub(crate) args: Vec<String>,
+}
+
+/// How packages are installed; shared by `install` and `update`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct HowArgs {
+    /// `vendor`: install the package into the app folder (the default); `run`: write an
+    /// `npx -y` / `uvx` command that fetches the pinned version at start.
+    #[arg(long, value_name = "MODE", default_value = "vendor")]
+    pub(crate) mode: String,
+
+    /// Let npm run the packages' install scripts.
+    #[arg(long)]
+    pub(crate) allow_scripts: bool,
+
+    /// Do not start the app once after installing (its UI is then not detected).
+    #[arg(long)]
+    pub(crate) no_probe: bool,
+
+    /// A folder for the package managers' download caches (default: $MCPAPP_INSTALL_CACHE,
+    /// else their own).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) cache: Option<PathBuf>,
+}
+
+const INSTALL_HELP: &str = "\
+Apps go into the first --path, else the first discovery path of --config. Secret inputs are kept
+in the gateway's secret store (McpApps.SecretsFile), never in the app folder. A running gateway
+picks the app up through hot reload. Exit codes: 0 done; 1 failed; 2 usage or configuration.";
+
+/// `installed`'s arguments.
+#[derive(Debug, clap::Args)]
+pub(crate) struct InstalledArgs {
+    #[command(flatten)]
+    pub(crate) config: ConfigArgs,
+
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+
+    /// Do not look for newer versions.
+    #[arg(long)]
+    pub(crate) offline: bool,
+}
+
+/// `update`'s arguments.
+#[derive(Debug, clap::Args)]
+pub(crate) struct UpdateArgs {
+    #[command(flatten)]
+    pub(crate) config: ConfigArgs,
+
+    /// The app to update (default: every installed app).
+    pub(crate) id: Option<String>,
+
+    /// Only show what would change.
+    #[arg(long)]
+    pub(crate) check: bool,
+
+    /// A new value for an input (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub(crate) set: Vec<String>,
+
+    /// Agree without being asked.
+    #[arg(long, short = 'y')]
+    pub(crate) yes: bool,
+
+    #[command(flatten)]
+    pub(crate) how: HowArgs,
+}
+
+/// `uninstall`'s arguments.
+#[derive(Debug, clap::Args)]
+pub(crate) struct UninstallArgs {
+    #[command(flatten)]
+    pub(crate) config: ConfigArgs,
+
+    /// The app to remove.
+    pub(crate) id: String,
+
+    /// Agree without being asked.
+    #[arg(long, short = 'y')]
+    pub(crate) yes: bool,
 }
 
 /// How to reach a running gateway; shared by `apps`, `call` and `reload`.

@@ -28,12 +28,13 @@ impl Drop for Traces {
 
 /// The crates whose spans are exported.
 #[cfg(feature = "otel")]
-const TRACED: [&str; 7] = [
+const TRACED: [&str; 8] = [
     "mcpapp_agent",
     "mcpapp_bridge",
     "mcpapp_discovery",
     "mcpapp_host",
     "mcpapp_manifest",
+    "mcpapp_session",
     "mcpapp_supervisor",
     "mcpapp_gateway",
 ];

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mcpapp_manifest::{
-    AppSpec, InstallState, Lifecycle, McpAppEntryConfig, McpAppsConfig, ParsedManifest,
-    ProtocolEra, Severity, closest_match, quoted,
+    AppSpec, Era, InstallState, Lifecycle, McpAppEntryConfig, McpAppsConfig, ParsedManifest,
+    Severity, closest_match, quoted,
 };
 use tracing::{debug, info, info_span, warn};
 
@@ -353,7 +353,7 @@ impl Scan<'_> {
             Ok(mut spec) => {
                 // A version the manifest names decides the era; without one the app is asked.
                 if parsed.field_position("protocolVersion").is_some() {
-                    spec.protocol_era = ProtocolEra::of_version(&spec.protocol_version);
+                    spec.protocol_era = Some(Era::of_version(spec.protocol_version.trim()));
                 }
                 Some(spec)
             }

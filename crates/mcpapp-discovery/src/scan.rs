@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use ignore::{WalkBuilder, WalkState};
-use mcpapp_manifest::{MANIFEST_FILE_NAME, McpAppManifest, ParsedManifest, Severity};
+use mcpapp_manifest::{
+    MANIFEST_FILE_NAME, McpAppManifest, ParsedManifest, RUNTIME_FOLDER_NAME, Severity,
+};
 
 use crate::bounded::{Bounded, read_bounded};
 use crate::report::Diagnostic;
@@ -38,12 +40,21 @@ pub(crate) struct RootScan {
 /// Only regular files named `openclaw.mcpapp.json` are read. Anything else with that name (a
 /// folder, a named pipe, a socket, a device, a dangling link) is a warning and is never
 /// opened: reading a named pipe would block a walking thread until someone writes to it.
+///
+/// Folders named `.mcpapp-runtime` are not entered: they hold what `install` vendored for an
+/// app (npm packages, a virtual environment), thousands of files that are never a manifest of
+/// the gateway's.
 pub(crate) fn scan_root(root: &Path, threads: usize, limit: u64) -> RootScan {
     let output = Mutex::new(RootScan::default());
     WalkBuilder::new(root)
         .standard_filters(false)
         .hidden(false)
         .follow_links(true)
+        .filter_entry(|entry| {
+            entry.depth() == 0
+                || entry.file_name() != RUNTIME_FOLDER_NAME
+                || !entry.file_type().is_some_and(|t| t.is_dir())
+        })
         .threads(threads)
         .build_parallel()
         .run(|| {

@@ -9,6 +9,7 @@
 import { ApiError, api, authHeaders, readEvents, reportUnauthorized } from "./api.js";
 import { appDetail, rebuildToolIndex } from "./catalog.js";
 import { $, el, pretty } from "./dom.js";
+import { decorateApp } from "./extensions.js";
 import { showTokenForm, toast } from "./notices.js";
 import { EVENTS_RETRY_MAX_MS, EVENTS_RETRY_MS, record, state } from "./state.js";
 import { toolEntry } from "./transcript.js";
@@ -196,6 +197,7 @@ function updateAppItem(item, app) {
     button.disabled =
       !controllable || (action === "start" && running) || (action === "stop" && !running && lifecycle !== "Loaded");
   }
+  decorateApp(item.actions, app);
   item.summary.textContent = "Tools (" + (app.toolCount ?? 0) + ")";
   item.tools.hidden = !app.id;
 }

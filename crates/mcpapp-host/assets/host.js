@@ -9,6 +9,7 @@ import { captureToken, setToken } from "./api.js";
 import { followAppEvents, reconnectAppEvents, refreshApps, wireAppsPanel } from "./apps-panel.js";
 import { showSession, wireChat } from "./chat.js";
 import { $ } from "./dom.js";
+import { wireExtensions } from "./extensions.js";
 import { showTokenForm } from "./notices.js";
 import { state } from "./state.js";
 import { applyTheme, initialTheme, wireTheme } from "./theme.js";
@@ -37,6 +38,7 @@ function wire() {
   wireAppsPanel();
   wireChat();
   wirePending();
+  wireExtensions();
 }
 
 function follow() {

@@ -1,28 +1,39 @@
 //! `/apps/health`, `/apps`, `/apps/{id}` and the control routes: what the gateway runs, and
 //! starting, stopping, restarting and reloading it.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
+use mcpapp_bridge::ToolRegistry;
 use mcpapp_manifest::{InstallState, Lifecycle, Transport};
-use mcpapp_supervisor::{AppHandle, AppSnapshot, Descriptors};
+use mcpapp_supervisor::{AppHandle, AppSnapshot, Descriptors, Supervisor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::config::HostConfig;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::proxy::ProxySessions;
+use crate::reload::{Reloader, Trigger};
 
-/// The base URL a request reached the gateway under: `Gateway.PublicOrigin` when the
-/// gateway runs behind a balancer, else `http://` and the request's `Host`.
-pub(crate) fn base_url(headers: &HeaderMap, state: &AppState) -> String {
-    if let Some(origin) = &state.config.public_origin {
-        return origin.clone();
-    }
-    let host = headers
-        .get(axum::http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map_or_else(|| state.config.local_addr.to_string(), str::to_owned);
-    format!("http://{host}")
+/// Produces extra diagnostics to show in `GET /apps` (for example tool-name collisions).
+pub(crate) type DiagnosticsFn = Arc<dyn Fn() -> Vec<Value> + Send + Sync>;
+
+/// What the app routes read and control.
+#[derive(Clone)]
+pub(crate) struct AppsState {
+    /// The running apps.
+    pub(crate) supervisor: Supervisor,
+    /// The agent's tool registry, for the names it gave each app's tools.
+    pub(crate) registry: ToolRegistry,
+    /// Extra diagnostics for `GET /apps`.
+    pub(crate) diagnostics: Option<DiagnosticsFn>,
+    pub(crate) config: Arc<HostConfig>,
+    /// The proxy's browser sessions, counted in `GET /apps/{id}`.
+    pub(crate) browser_sessions: ProxySessions,
+    /// Reloads, when the gateway has a discovery.
+    pub(crate) reloader: Option<Reloader>,
 }
 
 /// Everything but letters, digits, `.`, `_` and `-` is escaped in a path segment.
@@ -37,7 +48,7 @@ fn encode_segment(id: &str) -> String {
 }
 
 /// This gateway's per-app MCP endpoint.
-pub(crate) fn mcp_url(base: &str, id: &str) -> String {
+fn mcp_url(base: &str, id: &str) -> String {
     format!("{base}/apps/mcp/{}", encode_segment(id))
 }
 
@@ -133,10 +144,9 @@ fn summary(handle: &AppHandle, base: &str) -> AppSummary {
 }
 
 /// `GET /apps`: every discovered app, with the bridge's diagnostics.
-pub(crate) async fn list(State(state): State<AppState>, headers: HeaderMap) -> Json<Value> {
-    let base = base_url(&headers, &state);
+pub(crate) async fn list(State(state): State<AppsState>, headers: HeaderMap) -> Json<Value> {
+    let base = state.config.base_url(&headers);
     let mut apps: Vec<AppSummary> = state
-        .parts
         .supervisor
         .list()
         .iter()
@@ -144,24 +154,17 @@ pub(crate) async fn list(State(state): State<AppState>, headers: HeaderMap) -> J
         .collect();
     apps.extend(
         state
-            .parts
             .supervisor
             .unaddressable()
             .iter()
             .map(|s| summary_of(s, None, &base)),
     );
-    let diagnostics = state
-        .parts
-        .diagnostics
-        .as_ref()
-        .map(|f| f())
-        .unwrap_or_default();
+    let diagnostics = state.diagnostics.as_ref().map(|f| f()).unwrap_or_default();
     Json(json!({ "apps": apps, "diagnostics": diagnostics }))
 }
 
-fn find(state: &AppState, id: &str) -> Result<AppHandle, ApiError> {
+fn find(state: &AppsState, id: &str) -> Result<AppHandle, ApiError> {
     state
-        .parts
         .supervisor
         .get(id)
         .ok_or_else(|| ApiError::NotFound(format!("no app with id '{id}'")))
@@ -170,12 +173,12 @@ fn find(state: &AppState, id: &str) -> Result<AppHandle, ApiError> {
 /// `GET /apps/{id}`: one app with what it offers, the stderr tails of its current and
 /// previous run, and how many browser sessions of `/apps/mcp/{id}` are open.
 pub(crate) async fn detail(
-    State(state): State<AppState>,
+    State(state): State<AppsState>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     let handle = find(&state, &id)?;
-    let base = base_url(&headers, &state);
+    let base = state.config.base_url(&headers);
     let descriptors = handle.descriptors();
     let prefix = handle
         .spec()
@@ -188,7 +191,6 @@ pub(crate) async fn detail(
         .map(|tool| {
             let candidate = format!("{prefix}{}", tool.name);
             let registered = state
-                .parts
                 .registry
                 .resolve(&candidate)
                 .filter(|entry| entry.registration_id == registration)
@@ -218,7 +220,7 @@ pub(crate) async fn detail(
         );
         object.insert(
             "browserSessions".into(),
-            json!(state.sessions.count(handle.id())),
+            json!(state.browser_sessions.count(handle.id())),
         );
     }
     Ok(Json(body))
@@ -226,7 +228,7 @@ pub(crate) async fn detail(
 
 /// `POST /apps/{id}/{action}` with `start`, `stop` or `restart`.
 pub(crate) async fn control(
-    State(state): State<AppState>,
+    State(state): State<AppsState>,
     Path((id, action)): Path<(String, String)>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let handle = find(&state, &id)?;
@@ -249,13 +251,13 @@ pub(crate) async fn control(
 
 /// `POST /apps/reload`: reads the configuration again, discovers again and applies the
 /// difference (the same reload the file watcher runs).
-pub(crate) async fn reload(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+pub(crate) async fn reload(State(state): State<AppsState>) -> Result<Json<Value>, ApiError> {
     let reloader = state.reloader.clone().ok_or_else(|| {
         ApiError::Unavailable(
             "reload is not available: the gateway was started without discovery".into(),
         )
     })?;
-    let outcome = reloader.reload(crate::reload::Trigger::Api, true).await;
+    let outcome = reloader.reload(Trigger::Api, true).await;
     Ok(Json(serde_json::to_value(outcome).unwrap_or_default()))
 }
 
@@ -268,11 +270,11 @@ pub(crate) struct HealthQuery {
 
 /// `GET /apps/health`: the app a browser host should show, and where to reach it.
 pub(crate) async fn health(
-    State(state): State<AppState>,
+    State(state): State<AppsState>,
     Query(query): Query<HealthQuery>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
-    let base = base_url(&headers, &state);
+    let base = state.config.base_url(&headers);
     let sandbox = state
         .config
         .sandbox_origin
@@ -282,7 +284,7 @@ pub(crate) async fn health(
     let picked = match query.app_id.filter(|id| !id.is_empty()) {
         Some(id) => Some(find(&state, &id)?),
         None => {
-            let apps = state.parts.supervisor.list();
+            let apps = state.supervisor.list();
             apps.iter()
                 .find(|h| running(h) && has_ui(&h.snapshot(), &h.descriptors()))
                 .or_else(|| apps.iter().find(|h| running(h)))

@@ -19,16 +19,27 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{StreamExt, stream};
-use mcpapp_agent::TurnRequest;
+use mcpapp_agent::{Agent, TurnRequest};
+use mcpapp_supervisor::Supervisor;
 use serde_json::json;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::elicitation::Timeouts;
-use crate::state::AppState;
+use crate::config::KEEP_ALIVE;
+use crate::elicitation::{ElicitationBroker, Timeouts};
+use crate::replica::{AFFINITY_HEADER, affinity_key, is_affinity_key};
 
-/// Interval of keep-alive comments on an idle stream.
-pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// What a chat turn needs: the agent, the broker its calls' elicitations go through, and
+/// how long each app's may wait.
+#[derive(Clone)]
+pub(crate) struct ChatState {
+    pub(crate) agent: Agent,
+    pub(crate) elicitations: ElicitationBroker,
+    /// The apps, for their request timeouts.
+    pub(crate) supervisor: Supervisor,
+    /// The host's cap on an elicitation's wait (`HostConfig::elicitation_timeout`).
+    pub(crate) elicitation_timeout: Option<Duration>,
+}
 
 fn bad_request(message: &str) -> Response {
     (
@@ -38,8 +49,9 @@ fn bad_request(message: &str) -> Response {
         .into_response()
 }
 
+/// `POST /apps/chat`.
 pub(crate) async fn chat(
-    State(state): State<AppState>,
+    State(state): State<ChatState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -53,7 +65,7 @@ pub(crate) async fn chat(
     // Behind a balancer the affinity key is the session id: a turn without `sessionId`
     // continues (or starts) the key's session, and one that names another session is
     // refused, because the balancer routed it by the key and the session may live elsewhere.
-    match crate::replica::affinity_key(&headers) {
+    match affinity_key(&headers) {
         Err(problem) => return bad_request(&problem),
         Ok(Some(key)) => match request.session_id.as_deref().map(str::trim) {
             None | Some("") => request.session_id = Some(key.to_owned()),
@@ -73,12 +85,11 @@ pub(crate) async fn chat(
     // When the client disconnects, axum drops this stream, the guard with it, and the turn is
     // cancelled.
     let guard = cancel.clone().drop_guard();
-    let turn = state.parts.agent.run_turn(request, cancel);
+    let turn = state.agent.run_turn(request, cancel);
     let session_id = turn.session_id().to_owned();
     // While the turn streams, elicitations of its calls are asked on this stream; the
     // attachment ends with it (a sentinel after the turn's last event ends the merge).
     let (attachment, asks) = state
-        .parts
         .elicitations
         .attach(turn.session_id(), timeouts(&state));
     let agent_events = turn
@@ -102,25 +113,22 @@ pub(crate) async fn chat(
         .into_response();
     // The key to send from now on, for a client that let the gateway pick the session id.
     if let Ok(key) = HeaderValue::from_str(&session_id)
-        && crate::replica::is_affinity_key(&session_id)
+        && is_affinity_key(&session_id)
     {
-        response
-            .headers_mut()
-            .insert(crate::replica::AFFINITY_HEADER, key);
+        response.headers_mut().insert(AFFINITY_HEADER, key);
     }
     response
 }
 
 /// How long each app's elicitations may wait for this stream's page.
-fn timeouts(state: &AppState) -> Timeouts {
+fn timeouts(state: &ChatState) -> Timeouts {
     Timeouts {
         per_app: state
-            .parts
             .supervisor
             .list()
             .iter()
             .filter_map(|app| Some((app.id().to_owned(), app.spec()?.request_timeout)))
             .collect(),
-        cap: state.config.elicitation_timeout,
+        cap: state.elicitation_timeout,
     }
 }

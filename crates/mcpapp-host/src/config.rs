@@ -5,21 +5,25 @@ use std::net::SocketAddr;
 use std::num::{NonZeroU64, NonZeroUsize};
 use std::time::Duration;
 
+use axum::http::{HeaderMap, header};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Default largest request body, 4 MiB.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// Default time a client has to send a request head, 10 s.
-pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default time a client has to send a whole request body, 30 s.
-pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default number of connections a listener serves at once.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// Default number of browser sessions of `/apps/mcp/{appId}` per app.
-pub const DEFAULT_MAX_PROXY_SESSIONS_PER_APP: usize = 256;
+const DEFAULT_MAX_PROXY_SESSIONS_PER_APP: usize = 256;
 /// Default time after which an idle browser session is closed, 30 min.
-pub const DEFAULT_PROXY_SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
+const DEFAULT_PROXY_SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
+/// Interval of keep-alive comments on an idle event stream (chat, `/apps/events` and the
+/// MCP endpoints' streams).
+pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The `Gateway` section of the configuration file (keys match case-insensitively).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -167,7 +171,7 @@ impl GatewaySettings {
     }
 }
 
-/// How a listener treats its connections (see [`serve`](crate::serve)).
+/// How a listener treats its connections (see [`serve()`](crate::serve())).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ConnectionLimits {
@@ -240,7 +244,7 @@ impl HostConfig {
     /// bodies, app visibility enforced, the default [`ConnectionLimits`], 256 browser
     /// sessions per app closed after 30 idle minutes, `GET /metrics` served, elicitations
     /// waiting as long as the app's request timeout.
-    pub fn new(local_addr: SocketAddr) -> Self {
+    pub(crate) fn new(local_addr: SocketAddr) -> Self {
         Self {
             local_addr,
             sandbox_origin: None,
@@ -261,7 +265,7 @@ impl HostConfig {
 
     /// Applies a configuration section over the defaults.
     #[must_use]
-    pub fn with_settings(mut self, settings: &GatewaySettings) -> Self {
+    pub(crate) fn with_settings(mut self, settings: &GatewaySettings) -> Self {
         if let Some(token) = settings
             .auth_token
             .as_deref()
@@ -306,8 +310,21 @@ impl HostConfig {
         self
     }
 
+    /// The base URL a request reached the gateway under: `Gateway.PublicOrigin` when the
+    /// gateway runs behind a balancer, else `http://` and the request's `Host`.
+    pub(crate) fn base_url(&self, headers: &HeaderMap) -> String {
+        if let Some(origin) = &self.public_origin {
+            return origin.clone();
+        }
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .map_or_else(|| self.local_addr.to_string(), str::to_owned);
+        format!("http://{host}")
+    }
+
     /// The origins the gateway itself is reached under.
-    pub fn own_origins(&self) -> Vec<String> {
+    pub(crate) fn own_origins(&self) -> Vec<String> {
         let port = self.local_addr.port();
         let ip = self.local_addr.ip();
         let mut origins = vec![

@@ -16,24 +16,24 @@ use tracing::warn;
 /// The parts of `_meta.ui` that decide how a view is sandboxed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ViewPolicy {
+pub(crate) struct ViewPolicy {
     /// Origins the view may connect to (fetch, XHR, WebSocket).
-    pub connect_domains: Vec<String>,
+    pub(crate) connect_domains: Vec<String>,
     /// Origins the view may load scripts, styles, images, fonts and media from.
-    pub resource_domains: Vec<String>,
+    pub(crate) resource_domains: Vec<String>,
     /// Origins the view may frame.
-    pub frame_domains: Vec<String>,
+    pub(crate) frame_domains: Vec<String>,
     /// Origins allowed as the document's base URI.
-    pub base_uri_domains: Vec<String>,
+    pub(crate) base_uri_domains: Vec<String>,
     /// Permissions requested: any of `camera`, `microphone`, `geolocation`, `clipboardWrite`.
-    pub permissions: Vec<String>,
+    pub(crate) permissions: Vec<String>,
     /// Whether the view wants the host to draw a border.
-    pub prefers_border: Option<bool>,
+    pub(crate) prefers_border: Option<bool>,
 }
 
 /// Reads a view policy from `_meta.ui` of the resource content item, falling back to the
 /// listing entry's when the item has no `_meta.ui`.
-pub fn view_policy(
+pub(crate) fn view_policy(
     content_meta: Option<&Map<String, Value>>,
     listing_meta: Option<&Map<String, Value>>,
 ) -> ViewPolicy {
@@ -82,7 +82,7 @@ pub fn view_policy(
 
 /// Keeps an origin-like entry (`https://api.example.com`, `https://*.example.com`,
 /// `http://127.0.0.1:8080`) and drops anything that could change the policy's meaning.
-pub fn sanitize_origin(entry: &str) -> Option<String> {
+fn sanitize_origin(entry: &str) -> Option<String> {
     let entry = entry.trim();
     let forbidden = |c: char| c.is_whitespace() || matches!(c, ';' | ',' | '\'' | '"' | '\\');
     let valid = !entry.is_empty()
@@ -108,7 +108,7 @@ pub fn sanitize_origin(entry: &str) -> Option<String> {
 
 impl ViewPolicy {
     /// The `Content-Security-Policy` header value for the sandbox document.
-    pub fn header(&self) -> String {
+    pub(crate) fn header(&self) -> String {
         let with = |base: &str, extra: &[String]| {
             let mut value = base.to_owned();
             for domain in extra {
@@ -160,7 +160,7 @@ impl ViewPolicy {
     }
 
     /// The iframe `allow` attribute for the requested permissions.
-    pub fn allow_attribute(&self) -> String {
+    pub(crate) fn allow_attribute(&self) -> String {
         self.permissions
             .iter()
             .map(|p| match p.as_str() {

@@ -12,22 +12,25 @@ use mcpapp_agent::{Agent, AgentConfig, ChatModel, OfflineModel};
 use mcpapp_bridge::{AppToolSync, ToolRegistry};
 use mcpapp_discovery::{Discovery, DiscoveryReport};
 use mcpapp_supervisor::{Keeper, SupervisionPolicy, Supervisor, SupervisorMetrics};
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
 use tokio::sync::watch as signal;
 use tracing::{info, warn};
 
-use crate::config::{GatewaySettings, HostConfig};
+use crate::apps::DiagnosticsFn;
+use crate::config::{ConnectionLimits, GatewaySettings, HostConfig};
 use crate::elicitation::ElicitationBroker;
+use crate::host::{Host, HostParts};
 use crate::reload::ConfigSource;
 use crate::reload::watch::{self, FileWatcher};
 use crate::replica::replica_name_problem;
 use crate::security::{ExposureError, check_exposure, is_web_origin};
-use crate::state::HostParts;
-use crate::{Host, serve};
+use crate::serve::serve;
 
 /// Address used when neither the builder nor `Gateway.Bind` says otherwise.
-pub const DEFAULT_BIND: &str = "127.0.0.1:8787";
+const DEFAULT_BIND: &str = "127.0.0.1:8787";
 /// How long open connections (event streams) may delay shutdown, by default.
-pub const DEFAULT_DRAIN: Duration = Duration::from_secs(5);
+const DEFAULT_DRAIN: Duration = Duration::from_secs(5);
 
 /// Why a gateway could not start.
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +97,8 @@ pub struct GatewayBuilder {
     configure: Option<ConfigureHost>,
     watch: bool,
     source: Option<ConfigSource>,
+    secrets: Option<Arc<dyn mcpapp_manifest::SecretResolver>>,
+    installer: Option<mcpapp_install::Installer>,
 }
 
 /// A last change to the host's configuration (see [`GatewayBuilder::configure_host`]).
@@ -170,6 +175,18 @@ impl GatewayBuilder {
         self
     }
 
+    /// Where apps' `secret:NAME` values come from (the secret store `install` writes).
+    pub fn secrets(mut self, secrets: Arc<dyn mcpapp_manifest::SecretResolver>) -> Self {
+        self.secrets = Some(secrets);
+        self
+    }
+
+    /// Serves the page's "Add apps" view with `installer`.
+    pub fn installer(mut self, installer: mcpapp_install::Installer) -> Self {
+        self.installer = Some(installer);
+        self
+    }
+
     /// A last say on the host's configuration, after the settings are applied.
     pub fn configure_host(
         mut self,
@@ -187,59 +204,18 @@ impl GatewayBuilder {
     pub async fn start(self) -> Result<Gateway, StartError> {
         let settings = self.settings;
         check_public_settings(&settings)?;
-        let addr = match self.bind {
-            Some(addr) => addr,
-            None => {
-                let value = settings
-                    .bind
-                    .clone()
-                    .unwrap_or_else(|| DEFAULT_BIND.to_owned());
-                value.parse().map_err(|_| StartError::BadAddress {
-                    setting: "Gateway.Bind",
-                    value,
-                })?
-            }
-        };
         let token = self
             .token
             .or_else(|| settings.auth_token.clone().filter(|t| !t.trim().is_empty()));
-        check_exposure(
-            addr,
-            token.as_deref(),
-            settings.allow_remote_without_token.unwrap_or(false),
-        )?;
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| StartError::Listen {
-                addr,
-                what: "",
-                source,
-            })?;
-        let local = local_addr(&listener, addr, "")?;
-        // App views need an origin of their own: a second listener on the same host.
-        let sandbox_bind = match &settings.sandbox_bind {
-            Some(value) => value.parse().map_err(|_| StartError::BadAddress {
-                setting: "Gateway.SandboxBind",
-                value: value.clone(),
-            })?,
-            None => SocketAddr::new(local.ip(), 0),
-        };
-        let sandbox_listener =
-            tokio::net::TcpListener::bind(sandbox_bind)
-                .await
-                .map_err(|source| StartError::Listen {
-                    addr: sandbox_bind,
-                    what: " for the sandbox",
-                    source,
-                })?;
-        let sandbox_local = local_addr(&sandbox_listener, sandbox_bind, " for the sandbox")?;
+        let listeners = Listeners::open(&settings, self.bind, token.as_deref()).await?;
+        let (local, sandbox_local) = (listeners.local, listeners.sandbox_local);
 
         let discovery = self.discovery.clone();
         let report = tokio::task::spawn_blocking(move || discovery.scan())
             .await
             .map_err(|e| StartError::Discovery(e.to_string()))?;
         // One registry per gateway: the supervisor's call series, then the host's own.
-        let mut metrics = prometheus_client::registry::Registry::default();
+        let mut metrics = Registry::default();
         // The agent's calls may make apps ask the user: the broker asks the chat page.
         let elicitations = ElicitationBroker::new();
         let mut supervisor = Supervisor::builder()
@@ -252,44 +228,32 @@ impl GatewayBuilder {
         if let Some(policy) = self.policy {
             supervisor = supervisor.policy(policy);
         }
+        if let Some(secrets) = self.secrets {
+            supervisor = supervisor.secrets(secrets);
+        }
         let supervisor = supervisor.build();
         let registry = ToolRegistry::new();
         let model = self.model.unwrap_or_else(|| Arc::new(OfflineModel::new()));
         info!(model = model.label(), "chat model");
         let agent = Agent::new(registry.clone(), model, AgentConfig::default());
-        let mut config = HostConfig::new(local).with_settings(&settings);
-        config.auth_token = token;
-        config.sandbox_origin = Some(
-            settings
-                .sandbox_origin
-                .as_deref()
-                .map(|origin| origin.trim().trim_end_matches('/').to_owned())
-                .unwrap_or_else(|| format!("http://{sandbox_local}")),
-        );
+        let mut config = host_config(&settings, &listeners, token);
         if let Some(configure) = self.configure {
             configure(&mut config);
         }
         // App tools follow the supervisor into the agent's registry (and /mcp).
         let sync = Arc::new(AppToolSync::start(&supervisor, &registry));
-        let diagnostics = {
-            let sync = sync.clone();
-            Arc::new(move || {
-                sync.diagnostics()
-                    .iter()
-                    .filter_map(|d| serde_json::to_value(d).ok())
-                    .collect()
-            })
+        let parts = HostParts {
+            supervisor: supervisor.clone(),
+            registry: registry.clone(),
+            agent,
+            discovery: Some(self.discovery),
+            config_source: self.source,
+            diagnostics: Some(diagnostics_of(&sync)),
+            elicitations,
+            installer: self.installer,
         };
-        let mut parts = HostParts::new(supervisor.clone(), registry.clone(), agent)
-            .with_discovery(self.discovery);
-        if let Some(source) = self.source {
-            parts = parts.with_config_source(source);
-        }
-        let parts = parts
-            .with_diagnostics(diagnostics)
-            .with_elicitations(elicitations);
         let limits = config.connections;
-        let host = Host::with_metrics(parts, config, metrics);
+        let host = Host::new(parts, config, metrics);
         if let Some(reloader) = host.reloader() {
             reloader
                 .started_with(report.clone(), settings.clone())
@@ -298,37 +262,8 @@ impl GatewayBuilder {
         // Apps start in the background; the endpoints answer at once. Loaded before the
         // listeners serve, so that `GET /readyz` never sees an empty list as ready.
         supervisor.load(&report);
-        let (stop, stopped) = signal::channel(false);
-        let until_stopped = |mut stopped: signal::Receiver<bool>| async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        };
-        let main = tokio::spawn(serve(
-            listener,
-            host.router(),
-            limits,
-            until_stopped(stopped.clone()),
-            self.drain,
-        ));
-        let sandbox = tokio::spawn(serve(
-            sandbox_listener,
-            host.sandbox_router(),
-            limits,
-            until_stopped(stopped),
-            self.drain,
-        ));
-        let watcher = match host.reloader() {
-            Some(reloader) if settings.watch.unwrap_or(self.watch) => {
-                match watch::start(reloader.clone()).await {
-                    Ok(watcher) => Some(watcher),
-                    // Without a watcher the gateway still serves, and POST /apps/reload works.
-                    Err(err) => {
-                        warn!("{err}; changes apply only on POST /apps/reload");
-                        None
-                    }
-                }
-            }
-            _ => None,
-        };
+        let (stop, servers) = listeners.serve(&host, limits, self.drain);
+        let watcher = start_watcher(&host, settings.watch.unwrap_or(self.watch)).await;
         info!(
             "mcpapp gateway listening on http://{local} (open http://{local}/ in a browser); app views are sandboxed on http://{sandbox_local}"
         );
@@ -341,9 +276,150 @@ impl GatewayBuilder {
             host,
             report,
             stop,
-            servers: vec![main, sandbox],
+            servers,
             watcher,
         })
+    }
+}
+
+/// Both listeners, bound, with the addresses they got.
+struct Listeners {
+    main: TcpListener,
+    local: SocketAddr,
+    sandbox: TcpListener,
+    sandbox_local: SocketAddr,
+}
+
+impl Listeners {
+    /// Binds the main listener (the builder's address, else `Gateway.Bind`, else
+    /// [`DEFAULT_BIND`]) unless it would expose the gateway without a token, then the
+    /// sandbox's: app views need an origin of their own, by default a second listener on the
+    /// same host.
+    async fn open(
+        settings: &GatewaySettings,
+        bind: Option<SocketAddr>,
+        token: Option<&str>,
+    ) -> Result<Self, StartError> {
+        let addr = match bind {
+            Some(addr) => addr,
+            None => {
+                let value = settings
+                    .bind
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_BIND.to_owned());
+                value.parse().map_err(|_| StartError::BadAddress {
+                    setting: "Gateway.Bind",
+                    value,
+                })?
+            }
+        };
+        check_exposure(
+            addr,
+            token,
+            settings.allow_remote_without_token.unwrap_or(false),
+        )?;
+        let main = TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartError::Listen {
+                addr,
+                what: "",
+                source,
+            })?;
+        let local = local_addr(&main, addr, "")?;
+        let sandbox_bind = match &settings.sandbox_bind {
+            Some(value) => value.parse().map_err(|_| StartError::BadAddress {
+                setting: "Gateway.SandboxBind",
+                value: value.clone(),
+            })?,
+            None => SocketAddr::new(local.ip(), 0),
+        };
+        let sandbox =
+            TcpListener::bind(sandbox_bind)
+                .await
+                .map_err(|source| StartError::Listen {
+                    addr: sandbox_bind,
+                    what: " for the sandbox",
+                    source,
+                })?;
+        let sandbox_local = local_addr(&sandbox, sandbox_bind, " for the sandbox")?;
+        Ok(Self {
+            main,
+            local,
+            sandbox,
+            sandbox_local,
+        })
+    }
+
+    /// Serves the host's routers until the returned sender says stop.
+    fn serve(
+        self,
+        host: &Host,
+        limits: ConnectionLimits,
+        drain: Duration,
+    ) -> (signal::Sender<bool>, Vec<tokio::task::JoinHandle<()>>) {
+        let (stop, stopped) = signal::channel(false);
+        let until_stopped = |mut stopped: signal::Receiver<bool>| async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        let main = tokio::spawn(serve(
+            self.main,
+            host.router(),
+            limits,
+            until_stopped(stopped.clone()),
+            drain,
+        ));
+        let sandbox = tokio::spawn(serve(
+            self.sandbox,
+            host.sandbox_router(),
+            limits,
+            until_stopped(stopped),
+            drain,
+        ));
+        (stop, vec![main, sandbox])
+    }
+}
+
+/// The host's configuration: the settings over the defaults, the token in force, and the
+/// sandbox's origin (`Gateway.SandboxOrigin`, else its listener's).
+fn host_config(
+    settings: &GatewaySettings,
+    listeners: &Listeners,
+    token: Option<String>,
+) -> HostConfig {
+    let mut config = HostConfig::new(listeners.local).with_settings(settings);
+    config.auth_token = token;
+    config.sandbox_origin = Some(
+        settings
+            .sandbox_origin
+            .as_deref()
+            .map(|origin| origin.trim().trim_end_matches('/').to_owned())
+            .unwrap_or_else(|| format!("http://{}", listeners.sandbox_local)),
+    );
+    config
+}
+
+/// The bridge's diagnostics (tool-name collisions and the like) for `GET /apps`.
+fn diagnostics_of(sync: &Arc<AppToolSync>) -> DiagnosticsFn {
+    let sync = sync.clone();
+    Arc::new(move || {
+        sync.diagnostics()
+            .iter()
+            .filter_map(|d| serde_json::to_value(d).ok())
+            .collect()
+    })
+}
+
+/// Watches the discovery paths and the configuration file when `watch` and the host can
+/// reload.
+async fn start_watcher(host: &Host, watch: bool) -> Option<FileWatcher> {
+    let reloader = host.reloader().filter(|_| watch)?;
+    match watch::start(reloader.clone()).await {
+        Ok(watcher) => Some(watcher),
+        // Without a watcher the gateway still serves, and POST /apps/reload works.
+        Err(err) => {
+            warn!("{err}; changes apply only on POST /apps/reload");
+            None
+        }
     }
 }
 
@@ -430,6 +506,8 @@ impl Gateway {
             configure: None,
             watch: false,
             source: None,
+            secrets: None,
+            installer: None,
         }
     }
 

@@ -11,9 +11,17 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use mcpapp_supervisor::Supervisor;
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
-use crate::state::AppState;
+/// What the probes read.
+#[derive(Clone)]
+pub(crate) struct Probes {
+    pub(crate) supervisor: Supervisor,
+    /// Cancelled when shutdown begins: `readyz` then says so.
+    pub(crate) shutdown: CancellationToken,
+}
 
 /// At most this many unsettled apps are named in a `readyz` answer; the count is always whole.
 const MAX_NAMED: usize = 50;
@@ -35,14 +43,14 @@ pub(crate) async fn healthz() -> Response {
 /// `GET /readyz`: 200 when every app has settled (running, failed, stopped or disabled);
 /// 503 while some are still starting, naming them, and once shutdown has begun, so a
 /// balancer stops sending new sessions to a replica that is going away.
-pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
+pub(crate) async fn readyz(State(state): State<Probes>) -> Response {
     if state.shutdown.is_cancelled() {
         return probe_reply(
             StatusCode::SERVICE_UNAVAILABLE,
             json!({ "status": "stopping" }),
         );
     }
-    let apps = state.parts.supervisor.list();
+    let apps = state.supervisor.list();
     let unsettled: Vec<_> = apps
         .iter()
         .filter_map(|app| {

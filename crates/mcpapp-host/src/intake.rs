@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::config::HostConfig;
-use crate::streamable::rpc_error;
+use crate::streamable_http::rpc_error;
 
 /// Whether `path` is one of the MCP endpoints, which answer in JSON-RPC.
 fn speaks_json_rpc(path: &str) -> bool {

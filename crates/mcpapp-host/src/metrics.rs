@@ -11,7 +11,8 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::{MODERN_PROTOCOL_VERSION, PORT_PROTOCOL_VERSIONS, Supervisor};
+use mcpapp_session::{MODERN_PROTOCOL_VERSION, PORT_PROTOCOL_VERSIONS};
+use mcpapp_supervisor::Supervisor;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -20,7 +21,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::proxy::ProxySessions;
-use crate::state::AppState;
 
 /// Adds the host's own series to `registry`: build info, and the collector of app states,
 /// restarts and browser sessions.
@@ -125,9 +125,9 @@ impl Collector for AppsCollector {
 }
 
 /// `GET /metrics`.
-pub(crate) async fn scrape(State(state): State<AppState>) -> Response {
+pub(crate) async fn scrape(State(registry): State<SharedRegistry>) -> Response {
     let mut text = String::new();
-    match prometheus_client::encoding::prometheus_text::encode(&mut text, &state.metrics) {
+    match prometheus_client::encoding::prometheus_text::encode(&mut text, &registry) {
         Ok(()) => (
             [(
                 header::CONTENT_TYPE,

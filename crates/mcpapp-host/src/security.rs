@@ -32,7 +32,7 @@ pub enum ExposureError {
 ///
 /// # Errors
 /// [`ExposureError::RemoteWithoutToken`].
-pub fn check_exposure(
+pub(crate) fn check_exposure(
     addr: SocketAddr,
     token: Option<&str>,
     allow_remote_without_token: bool,
@@ -435,13 +435,13 @@ pub(crate) fn cors(access: &Access) -> CorsLayer {
             header::CONTENT_TYPE,
             header::AUTHORIZATION,
             header::ACCEPT,
-            crate::streamable::PROTOCOL_HEADER,
-            crate::streamable::SESSION_HEADER,
-            crate::streamable::LAST_EVENT_ID_HEADER,
+            crate::streamable_http::PROTOCOL_HEADER,
+            crate::streamable_http::SESSION_HEADER,
+            crate::streamable_http::LAST_EVENT_ID_HEADER,
             crate::replica::AFFINITY_HEADER,
         ])
         .expose_headers([
-            crate::streamable::SESSION_HEADER,
+            crate::streamable_http::SESSION_HEADER,
             crate::replica::REPLICA_HEADER,
             crate::replica::AFFINITY_HEADER,
         ])

@@ -11,15 +11,15 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::is_mcp_app_mime;
+use mcpapp_supervisor::{Supervisor, is_mcp_app_mime};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tracing::info;
 
-use crate::apps::base_url;
+use crate::config::HostConfig;
 use crate::csp::{ViewPolicy, view_policy};
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::replica::{AFFINITY_PARAM, affinity_key};
 
 const HOST_HTML: &str = include_str!("../assets/host.html");
 const SANDBOX_HTML: &str = include_str!("../assets/sandbox.html");
@@ -40,7 +40,7 @@ macro_rules! script {
 /// The page's scripts and styles, served under `/assets/`. The scripts are hand-written ES
 /// modules: nothing is built, so the Rust build never needs Node. `host.js` is the entry; the
 /// others are its modules (`docs/architecture.md` says what each holds).
-const ASSETS: [(&str, &str, &str); 17] = [
+const ASSETS: [(&str, &str, &str); 18] = [
     script!("host.js"),
     script!("state.js"),
     script!("dom.js"),
@@ -57,6 +57,7 @@ const ASSETS: [(&str, &str, &str); 17] = [
     script!("affinity.js"),
     script!("mcp-client.js"),
     script!("view-bridge.js"),
+    script!("extensions.js"),
     (
         "host.css",
         "text/css; charset=utf-8",
@@ -110,6 +111,15 @@ impl ViewStore {
     }
 }
 
+/// What the page and `POST /apps/{id}/views` read: the apps, the host's origins, and where
+/// prepared views are kept (the sandbox router gets only those).
+#[derive(Clone)]
+pub(crate) struct ViewsState {
+    pub(crate) supervisor: Supervisor,
+    pub(crate) config: Arc<HostConfig>,
+    pub(crate) store: ViewStore,
+}
+
 fn text(content_type: &'static str, body: &'static str) -> Response {
     (
         [
@@ -123,7 +133,7 @@ fn text(content_type: &'static str, body: &'static str) -> Response {
 
 /// The host page's own Content-Security-Policy: its scripts, styles and API calls come from
 /// its own origin, it frames only the sandbox origin, and no one may frame it.
-pub(crate) fn page_csp(sandbox_origin: Option<&str>) -> String {
+fn page_csp(sandbox_origin: Option<&str>) -> String {
     let frames = sandbox_origin.unwrap_or("'none'");
     format!(
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
@@ -133,7 +143,7 @@ pub(crate) fn page_csp(sandbox_origin: Option<&str>) -> String {
 }
 
 /// `GET /`: the host page.
-pub(crate) async fn page(State(state): State<AppState>) -> Response {
+pub(crate) async fn page(State(state): State<ViewsState>) -> Response {
     let mut response = text("text/html; charset=utf-8", HOST_HTML);
     let headers = response.headers_mut();
     if let Ok(csp) = HeaderValue::from_str(&page_csp(state.config.sandbox_origin.as_deref())) {
@@ -175,13 +185,12 @@ pub(crate) struct PrepareView {
 /// `POST /apps/{id}/views`: reads the UI resource's `_meta.ui` (content item over listing
 /// entry), builds its policy, and returns where to load the sandbox for it.
 pub(crate) async fn prepare(
-    State(state): State<AppState>,
+    State(state): State<ViewsState>,
     Path(id): Path<String>,
     headers: HeaderMap,
     Json(request): Json<PrepareView>,
 ) -> Result<Json<Value>, ApiError> {
     let app = state
-        .parts
         .supervisor
         .get(&id)
         .ok_or_else(|| ApiError::NotFound(format!("no app with id '{id}'")))?;
@@ -228,9 +237,9 @@ pub(crate) async fn prepare(
     let policy = view_policy(content_meta.as_ref(), listing.as_ref());
     let csp = policy.header();
     info!(app = %id, uri = %request.uri, "prepared a view with CSP: {csp}");
-    let token = state.views.insert(PreparedView {
+    let token = state.store.insert(PreparedView {
         policy: policy.clone(),
-        host_origin: base_url(&headers, &state),
+        host_origin: state.config.base_url(&headers),
         created: Instant::now(),
     });
     let declares_external = !(policy.connect_domains.is_empty()
@@ -238,10 +247,10 @@ pub(crate) async fn prepare(
         && policy.frame_domains.is_empty());
     // Behind a balancer the sandbox frame must reach this replica, which holds the token; a
     // frame's URL is all a page can give it, so the affinity key rides along.
-    let affinity = crate::replica::affinity_key(&headers)
+    let affinity = affinity_key(&headers)
         .ok()
         .flatten()
-        .map(|key| format!("&{}={key}", crate::replica::AFFINITY_PARAM))
+        .map(|key| format!("&{AFFINITY_PARAM}={key}"))
         .unwrap_or_default();
     Ok(Json(json!({
         "sandboxUrl": format!("{sandbox_origin}/sandbox.html?view={token}{affinity}"),

@@ -86,6 +86,28 @@ pub struct McpAppsConfig {
     /// gateway's own credentials can never be read from a manifest.
     #[serde(default)]
     pub allow_manifest_env: Vec<String>,
+
+    /// MCP Registries (the `/v0.1` API) that `mcpapp-gateway install NAME` and the page's
+    /// "Add apps" view search, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub registries: Vec<RegistryConfig>,
+
+    /// The file where `mcpapp-gateway install` keeps apps' secret inputs, readable only by
+    /// the gateway's user and outside every discovery path. Relative paths resolve against
+    /// the folder of the configuration file. Defaults to `mcpapp/secrets.json` under
+    /// `$XDG_STATE_HOME` (else `~/.local/state`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets_file: Option<String>,
+}
+
+/// One MCP Registry in `McpApps.Registries`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "PascalCase")]
+pub struct RegistryConfig {
+    /// A short name shown beside its servers (`official`).
+    pub name: String,
+    /// Its base URL, without `/v0.1` (`https://registry.modelcontextprotocol.io`).
+    pub url: String,
 }
 
 /// What app processes inherit from the gateway's environment unless configured otherwise:
@@ -96,11 +118,11 @@ pub const DEFAULT_INHERIT_ENVIRONMENT: &[&str] = &[
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_*", "TZ", "TMPDIR",
 ];
 
-/// The variables the gateway reads its own credentials from: its API token and the chat
-/// model's key. Apps never inherit them and manifests can never refer to them, whatever the
+/// The variables the gateway reads its own credentials from: its API token, the chat model's
+/// key and the key that encrypts stored OAuth tokens. Apps never inherit them and manifests can never refer to them, whatever the
 /// configuration says; an operator who wants to hand one to an app writes the reference in
 /// that app's entry.
-pub const GATEWAY_CREDENTIAL_ENV: &[&str] = &["MCPAPP_TOKEN", "OPENAI_API_KEY"];
+pub const GATEWAY_CREDENTIAL_ENV: &[&str] = &["MCPAPP_TOKEN", "OPENAI_API_KEY", "MCPAPP_OAUTH_KEY"];
 
 /// How the gateway keeps apps running. Every setting is optional: an entry's value wins over
 /// the `McpApps` value, which wins over the default.
@@ -171,6 +193,8 @@ impl Default for McpAppsConfig {
             supervision: SupervisionConfig::default(),
             inherit_environment: default_inherit_environment(),
             allow_manifest_env: Vec::new(),
+            registries: Vec::new(),
+            secrets_file: None,
         }
     }
 }
@@ -209,6 +233,16 @@ pub struct McpAppEntryConfig {
     /// Merged over the manifest's `headers` (names compare case-insensitively).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+
+    /// How the gateway authorizes to this app when it is an HTTP app protected by OAuth (the
+    /// MCP authorization specification): a pre-registered client, scopes, the redirect base
+    /// URL, or `Enabled: false` to refuse OAuth for it.
+    #[serde(
+        default,
+        rename = "OAuth",
+        skip_serializing_if = "OAuthEntryConfig::is_default"
+    )]
+    pub oauth: OAuthEntryConfig,
 
     /// Replaces the manifest's `toolNamePrefix`; an empty string removes the prefix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -258,6 +292,7 @@ impl Default for McpAppEntryConfig {
             working_directory: None,
             url: None,
             headers: BTreeMap::new(),
+            oauth: OAuthEntryConfig::default(),
             tool_name_prefix: None,
             startup_timeout_seconds: None,
             request_timeout_seconds: None,
@@ -267,6 +302,120 @@ impl Default for McpAppEntryConfig {
             allow_manifest_env: Vec::new(),
         }
     }
+}
+
+/// `McpApps.Entries.{appId}.OAuth`: the operator's OAuth settings for one HTTP app, used when
+/// the app answers 401 with a `Bearer` challenge and the gateway becomes its OAuth client.
+/// Everything is optional; by default the gateway identifies itself with a client ID metadata
+/// document or dynamic registration and requests the scopes the app asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "PascalCase")]
+pub struct OAuthEntryConfig {
+    /// `false` refuses OAuth for this app: a 401 from it is an error (its `lastError`), never a
+    /// request for the user to connect. Default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+
+    /// A client ID registered out of band with the app's authorization server. When set, the
+    /// gateway uses it instead of a client ID metadata document or dynamic registration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+
+    /// The secret of `ClientId`, as an `env:NAME` reference (the secret itself never goes in
+    /// a configuration file). Requires `ClientId`; without it the client is public.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^env:.+"))]
+    pub client_secret: Option<String>,
+
+    /// The issuer `ClientId` was registered with. When set and the app names another
+    /// authorization server, authorization stops with an error instead of presenting the
+    /// client to a server that did not issue it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+
+    /// Scopes to request, replacing those the app's challenge or metadata names (a request for
+    /// more access still adds the scopes the app asks for).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+
+    /// The base URL (`scheme://host[:port]`) under which the user's browser reaches the
+    /// gateway's `/oauth/callback` for this app. Defaults to `Gateway.PublicOrigin`, else the
+    /// gateway's own address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_base_url: Option<String>,
+}
+
+impl OAuthEntryConfig {
+    /// True when nothing is set (so the entry is written without an `OAuth` key).
+    pub fn is_default(&self) -> bool {
+        self == &Self::default()
+    }
+
+    /// Whether OAuth is allowed for the app (`Enabled`, default true).
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.unwrap_or(true)
+    }
+
+    /// What is wrong with these settings, one message per problem naming the key under
+    /// `OAuth`: a `ClientSecret` that is not an `env:` reference or has no `ClientId`, a blank
+    /// `ClientId` or scope, a `RedirectBaseUrl` that is not `http(s)://host[:port]`.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Some(secret) = &self.client_secret {
+            if !secret.starts_with("env:") || secret.len() == "env:".len() {
+                // Never quote the value: it may be the secret itself.
+                problems.push(
+                    "`OAuth.ClientSecret` must be an `env:NAME` reference, not the secret itself"
+                        .to_owned(),
+                );
+            }
+            if self.client_id.is_none() {
+                problems.push("`OAuth.ClientSecret` is set without `OAuth.ClientId`".to_owned());
+            }
+        }
+        if self
+            .client_id
+            .as_deref()
+            .is_some_and(|id| id.trim().is_empty())
+        {
+            problems.push("`OAuth.ClientId` is blank".to_owned());
+        }
+        if self.scopes.iter().any(|scope| {
+            scope.is_empty()
+                || scope
+                    .chars()
+                    .any(|c| c.is_whitespace() || c == '"' || c == '\\')
+        }) {
+            problems.push(
+                "`OAuth.Scopes` holds an empty scope or one with spaces, quotes or backslashes"
+                    .to_owned(),
+            );
+        }
+        if let Some(base) = &self.redirect_base_url
+            && !is_origin_like(base)
+        {
+            problems.push(format!(
+                "`OAuth.RedirectBaseUrl` {} is not `http://host[:port]` or `https://host[:port]`",
+                quoted(base, '`')
+            ));
+        }
+        problems
+    }
+}
+
+/// `http(s)://host[:port]`, optionally with a trailing slash: no path, query, userinfo or
+/// fragment.
+fn is_origin_like(text: &str) -> bool {
+    let rest = text
+        .strip_prefix("https://")
+        .or_else(|| text.strip_prefix("http://"));
+    let Some(authority) = rest.map(|rest| rest.strip_suffix('/').unwrap_or(rest)) else {
+        return false;
+    };
+    !authority.is_empty()
+        && !authority
+            .chars()
+            .any(|c| matches!(c, '/' | '?' | '#' | '@' | '\\') || c.is_whitespace())
 }
 
 /// A type that can be read as a configuration section: deserializable, described by a JSON

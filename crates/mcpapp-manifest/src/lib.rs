@@ -35,6 +35,7 @@ mod config;
 mod document;
 mod error;
 mod manifest;
+mod provenance;
 mod quote;
 mod schema;
 mod state;
@@ -43,7 +44,8 @@ mod validate;
 pub use config::{
     ConfigDocument, ConfigSection, DEFAULT_DISCOVERY_PATH, DEFAULT_INHERIT_ENVIRONMENT,
     DEFAULT_MAX_MANIFEST_BYTES, GATEWAY_CREDENTIAL_ENV, McpAppEntryConfig, McpAppsConfig,
-    ParsedSection, ROOT_SECTION_NAME, SECTION_NAME, SupervisionConfig,
+    OAuthEntryConfig, ParsedSection, ROOT_SECTION_NAME, RegistryConfig, SECTION_NAME,
+    SupervisionConfig,
 };
 pub use document::{Position, closest_match};
 pub use error::{Finding, ParseError, Severity};
@@ -52,10 +54,14 @@ pub use manifest::{
     DEFAULT_TRANSPORT, DEFAULT_VERSION, MANIFEST_FILE_NAME, MCP_APP_MIME_TYPE, McpAppManifest,
     ParsedManifest,
 };
+pub use provenance::{
+    InstallRecord, RUNTIME_FOLDER_NAME, SECRET_PREFIX, SecretResolver, SecretUnavailable,
+    is_secret_name, secret_reference,
+};
 pub use quote::{MAX_QUOTED_CHARS, Quoted, json_kind, quoted};
 pub use schema::{SchemaKind, config_schema, manifest_schema};
 pub use state::{InstallState, Lifecycle, Timestamp};
 pub use validate::{
-    AppId, AppSpec, Launch, MAX_ID_LEN, ProtocolEra, TIMEOUT_RANGE_SECONDS, Transport,
-    ValidationError, redact_url,
+    AppId, AppSpec, Era, Launch, MAX_ID_LEN, TIMEOUT_RANGE_SECONDS, Transport, ValidationError,
+    redact_url,
 };

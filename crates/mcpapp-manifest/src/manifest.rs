@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use crate::config::McpAppEntryConfig;
 use crate::document::{Document, KeyCase, Position};
 use crate::error::{Finding, ParseError, Severity};
+use crate::provenance::InstallRecord;
 use crate::quote::quoted;
 
 /// The file name every app manifest must have, exactly.
@@ -97,7 +98,8 @@ pub struct McpAppManifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
 
-    /// Command-line arguments (stdio).
+    /// Command-line arguments (stdio). An argument written `secret:NAME` is replaced by the
+    /// app's secret `NAME` from the gateway's secret store when the app starts.
     #[serde(default)]
     pub arguments: Vec<String>,
 
@@ -112,14 +114,16 @@ pub struct McpAppManifest {
 
     /// Extra HTTP request headers (http). Names are case-insensitive. A value written
     /// `env:NAME` is read from the gateway's environment when the app starts, if the operator
-    /// allows manifests to read `NAME` (`McpApps.AllowManifestEnv`).
+    /// allows manifests to read `NAME` (`McpApps.AllowManifestEnv`); one written
+    /// `secret:NAME` is the app's own secret `NAME` from the gateway's secret store.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
 
     /// Environment variables for the process (stdio), on top of the few it inherits from the
     /// gateway (`McpApps.InheritEnvironment`). A value written `env:NAME` is read from the
     /// gateway's environment when the app starts, if the operator allows manifests to read
-    /// `NAME` (`McpApps.AllowManifestEnv`).
+    /// `NAME` (`McpApps.AllowManifestEnv`); one written `secret:NAME` is the app's own secret
+    /// `NAME` from the gateway's secret store.
     #[serde(default)]
     pub environment: BTreeMap<String, String>,
 
@@ -159,6 +163,11 @@ pub struct McpAppManifest {
     /// Free-form data for tools that read manifests; the gateway does not interpret it.
     #[serde(default)]
     pub metadata: Map<String, Value>,
+
+    /// Where the app came from, when `mcpapp-gateway install` put it here (source, exact
+    /// version, integrity, the inputs it was installed with). Not used to run the app.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install: Option<InstallRecord>,
 }
 
 fn default_version() -> String {
@@ -210,6 +219,7 @@ impl Default for McpAppManifest {
             request_timeout_seconds: DEFAULT_REQUEST_TIMEOUT_SECONDS,
             tool_name_prefix: None,
             metadata: Map::new(),
+            install: None,
         }
     }
 }

@@ -220,24 +220,24 @@ impl Launch {
     }
 }
 
-/// Which era of MCP to speak to an app.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProtocolEra {
-    /// Ask the app (`server/discover` first, `initialize` when it is not understood): the
-    /// default when the manifest does not name a protocol version.
+/// An era of MCP: the one type for it in the whole workspace (an app's manifest, the
+/// upstream session, each client session of the gateway).
+///
+/// Versions are dates, so the era of a version is a comparison with the first modern one.
+/// Legacy is the default: every server before 2026-07-28 speaks it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Era {
+    /// 2025-11-25 and earlier: a session opened with `initialize`.
     #[default]
-    Auto,
-    /// 2025-11-25 or earlier: open a session with `initialize`.
     Legacy,
-    /// 2026-07-28 or later: no handshake.
+    /// 2026-07-28 and later: no handshake; every request stands alone.
     Modern,
 }
 
-impl ProtocolEra {
-    /// The era of a protocol version a manifest names (versions are dates).
+impl Era {
+    /// The era of a protocol version (versions are dates, compared as written).
     pub fn of_version(version: &str) -> Self {
-        if version.trim() >= "2026-07-28" {
+        if version >= "2026-07-28" {
             Self::Modern
         } else {
             Self::Legacy
@@ -258,8 +258,9 @@ pub struct AppSpec {
     /// The MCP protocol version the manifest declares.
     pub protocol_version: String,
     /// Which era to speak to the app: the declared version's when the manifest names one
-    /// (discovery sets it), else [`ProtocolEra::Auto`].
-    pub protocol_era: ProtocolEra,
+    /// (discovery sets it); `None` when it names none, and the app is asked
+    /// (`server/discover` first, `initialize` when that is not understood).
+    pub protocol_era: Option<Era>,
     /// How to reach it.
     pub launch: Launch,
     /// Prefix for agent-facing tool names; empty means none.
@@ -359,7 +360,7 @@ impl McpAppManifest {
                     id,
                     version: self.version.clone(),
                     protocol_version: self.protocol_version.clone(),
-                    protocol_era: ProtocolEra::Auto,
+                    protocol_era: None,
                     launch,
                     tool_name_prefix: self.tool_name_prefix.clone().unwrap_or_default(),
                     startup_timeout,

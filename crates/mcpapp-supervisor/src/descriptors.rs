@@ -1,12 +1,10 @@
 //! What an app offers, as found by enumeration: tools (with their MCP Apps UI metadata),
 //! resources, resource templates and prompts.
 
+use mcpapp_manifest::MCP_APP_MIME_TYPE;
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 use serde::Serialize;
 use serde_json::{Map, Value};
-
-/// The MCP App UI resource MIME type.
-pub const MCP_APP_MIME: &str = "text/html;profile=mcp-app";
 
 /// Who may call a tool, from its `_meta.ui.visibility`.
 ///
@@ -151,7 +149,7 @@ pub fn is_mcp_app_mime(mime: &str) -> bool {
         .filter(|c| !c.is_whitespace())
         .collect::<String>()
         .to_ascii_lowercase();
-    compact == MCP_APP_MIME
+    compact == MCP_APP_MIME_TYPE
 }
 
 /// A resource as the app lists it.

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use mcpapp_session::{ElicitationRequest, Port, PortError, RawMessage};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, CompleteRequest,
     CompleteRequestParams, CompleteResult, GetPromptRequest, GetPromptRequestParams,
@@ -10,11 +11,9 @@ use rmcp::model::{
 };
 use tokio::sync::{oneshot, watch};
 
-use crate::app::{AppShared, AppSnapshot, Command};
+use crate::app::{AppShared, AppSnapshot, Command, session_of};
 use crate::descriptors::Descriptors;
 use crate::error::{CallError, ControlError};
-use crate::raw::RawMessage;
-use crate::session::{Port, PortError};
 
 /// One app under supervision.
 ///
@@ -139,11 +138,7 @@ impl AppHandle {
             {
                 ServerResult::CallToolResult(result) => return Ok(result),
                 ServerResult::InputRequiredResult(asked) => {
-                    let session = meta
-                        .as_ref()
-                        .and_then(|m| m.0.get("sessionId"))
-                        .and_then(|s| s.as_str())
-                        .map(str::to_owned);
+                    let session = session_of(meta.as_ref());
                     params =
                         params.with_input_responses(self.answer_inputs(&asked, session).await?);
                     if let Some(state) = asked.request_state {
@@ -176,11 +171,11 @@ impl AppHandle {
                     let answer = match &self.shared.elicitor {
                         Some(elicitor) => {
                             elicitor
-                                .elicit(crate::elicit::ElicitationRequest {
-                                    app_id: self.id().to_owned(),
-                                    session_id: session_id.clone(),
-                                    params: elicitation.params.clone(),
-                                })
+                                .elicit(ElicitationRequest::new(
+                                    self.id().to_owned(),
+                                    session_id.clone(),
+                                    elicitation.params.clone(),
+                                ))
                                 .await
                         }
                         None => None,

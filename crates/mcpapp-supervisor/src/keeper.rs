@@ -42,12 +42,13 @@ use nix::sys::signal::{SigSet, Signal, kill, killpg};
 use nix::unistd::Pid;
 use tracing::warn;
 
-/// The first argument that turns the gateway's executable into a keeper.
-pub const KEEPER_ARG: &str = "--mcpapp-keeper";
+/// The first argument that turns the gateway's executable into a keeper (the gateway's
+/// tests spell it out to find keepers among processes).
+pub(crate) const KEEPER_ARG: &str = "--mcpapp-keeper";
 
 /// The environment variable that tags every app process (and, through inheritance, its
 /// descendants) with the gateway instance that started it.
-pub const KEEPER_ENV: &str = "MCPAPP_KEEPER";
+pub(crate) const KEEPER_ENV: &str = "MCPAPP_KEEPER";
 
 /// Sweeps after end of file: processes forking while they are killed get a few more chances.
 const SWEEPS: u32 = 5;
@@ -179,7 +180,7 @@ fn new_tag() -> String {
 }
 
 /// Runs the keeper when this process was started as one (its first argument is
-/// [`KEEPER_ARG`]), and returns its exit code; otherwise returns `None` at once.
+/// `--mcpapp-keeper`), and returns its exit code; otherwise returns `None` at once.
 pub fn run_keeper_if_requested() -> Option<ExitCode> {
     let mut args = std::env::args_os().skip(1);
     if args.next().as_deref() != Some(std::ffi::OsStr::new(KEEPER_ARG)) {

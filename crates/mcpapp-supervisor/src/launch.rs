@@ -5,7 +5,8 @@
 //! A child's environment is built from nothing: the few variables of the gateway's own
 //! environment that the configuration lets apps inherit (`McpApps.InheritEnvironment`, plus
 //! the entry's list), never the gateway's credentials, then the app's own `environment`.
-//! Which `env:` references a manifest may make was settled by discovery; here they resolve.
+//! Which `env:` references a manifest may make was settled by discovery; here they resolve,
+//! and so do `secret:NAME` references, through the gateway's secret store, for this app only.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use mcpapp_discovery::{EnvNamePatterns, is_gateway_credential};
-use mcpapp_manifest::{AppSpec, DEFAULT_INHERIT_ENVIRONMENT, Launch, McpAppsConfig};
+use mcpapp_manifest::{
+    AppSpec, DEFAULT_INHERIT_ENVIRONMENT, Launch, McpAppsConfig, SECRET_PREFIX, SecretResolver,
+};
 
 use crate::link::http::HttpSpec;
 use crate::link::stdio::{ProcessTable, StderrTail, StdioSpawn};
@@ -31,6 +34,8 @@ pub(crate) struct Environment {
     /// The last `InheritEnvironment` list compiled, with its patterns: every app shares the
     /// global list, and compiling it (a glob set) cost more than the rest of a launch plan.
     global_patterns: Mutex<Option<(Vec<String>, Arc<EnvNamePatterns>)>>,
+    /// Where `secret:NAME` values come from; without one they cannot start.
+    pub(crate) secrets: Option<Arc<dyn SecretResolver>>,
 }
 
 impl std::fmt::Debug for Environment {
@@ -49,6 +54,7 @@ impl Default for Environment {
             lookup: Arc::new(|name| std::env::var(name).ok()),
             base: None,
             global_patterns: Mutex::new(None),
+            secrets: None,
         }
     }
 }
@@ -159,6 +165,26 @@ fn resolve_value(value: &str, what: &str, env: &EnvLookup) -> Result<String, Str
     }
 }
 
+/// Resolves `env:` and `secret:` references of app `spec` (in `root`); `secret:NAME` is the
+/// app's own secret, which only the store can give, and only to this app in this folder.
+fn resolve_app_value(
+    value: &str,
+    what: &str,
+    env: &Environment,
+    spec: &AppSpec,
+    root: &Path,
+) -> Result<String, String> {
+    let Some(name) = value.strip_prefix(SECRET_PREFIX) else {
+        return resolve_value(value, what, &env.lookup);
+    };
+    let secrets = env.secrets.as_ref().ok_or_else(|| {
+        format!("{what} refers to secret {name}, but this gateway has no secret store")
+    })?;
+    secrets
+        .resolve(spec.id.as_str(), root, name.trim())
+        .map_err(|e| format!("{what}: {e}"))
+}
+
 /// A command with a path separator is relative to the app folder; a bare name is looked up
 /// on `PATH` when the process starts.
 fn command_path(command: &str, root: &Path) -> PathBuf {
@@ -195,8 +221,19 @@ pub(crate) fn plan(
             let own = app_env
                 .iter()
                 .map(|(key, value)| {
-                    resolve_value(value, &format!("environment {key}"), &env.lookup)
+                    resolve_app_value(value, &format!("environment {key}"), env, spec, root)
                         .map(|v| (OsString::from(key), OsString::from(v)))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let args = arguments
+                .iter()
+                .enumerate()
+                .map(|(i, arg)| {
+                    if arg.starts_with(SECRET_PREFIX) {
+                        resolve_app_value(arg, &format!("argument {}", i + 1), env, spec, root)
+                    } else {
+                        Ok(arg.clone())
+                    }
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             // The app's own values win over inherited ones of the same name.
@@ -205,7 +242,7 @@ pub(crate) fn plan(
             env_vars.extend(own);
             Ok(LaunchPlan::Stdio(StdioSpawn {
                 program: command_path(command, root),
-                args: arguments.clone(),
+                args,
                 cwd,
                 env: env_vars,
                 stderr: stderr.clone(),
@@ -217,7 +254,8 @@ pub(crate) fn plan(
             for (name, value) in headers {
                 let header = HeaderName::from_bytes(name.as_bytes())
                     .map_err(|_| format!("'{name}' is not a valid HTTP header name"))?;
-                let resolved = resolve_value(value, &format!("header {name}"), &env.lookup)?;
+                let resolved =
+                    resolve_app_value(value, &format!("header {name}"), env, spec, root)?;
                 let mut value = HeaderValue::from_str(&resolved).map_err(|_| {
                     format!("the value of header {name} is not a valid HTTP header value")
                 })?;
@@ -317,5 +355,70 @@ mod tests {
             names(&config, "a"),
             ["PATH", "LC_ALL", "HOME", "OTHER_SECRET", "NODE_OPTIONS"]
         );
+    }
+
+    /// A resolver that knows one secret of app `a` in `/apps/a`.
+    #[derive(Debug)]
+    struct OneSecret;
+
+    impl SecretResolver for OneSecret {
+        fn resolve(
+            &self,
+            app: &str,
+            root: &Path,
+            name: &str,
+        ) -> Result<String, mcpapp_manifest::SecretUnavailable> {
+            if app == "a" && root == Path::new("/apps/a") && name == "TOKEN" {
+                Ok("s3cret".to_owned())
+            } else {
+                Err(mcpapp_manifest::SecretUnavailable(format!(
+                    "app {app} has no secret {name}"
+                )))
+            }
+        }
+    }
+
+    #[test]
+    fn secret_references_resolve_for_their_own_app_only() {
+        let spec = |id: &str| {
+            mcpapp_manifest::McpAppManifest::parse(&format!(
+                r#"{{"id": "{id}", "command": "x", "arguments": ["--key", "secret:TOKEN"],
+                    "environment": {{"K": "secret:TOKEN"}}}}"#
+            ))
+            .unwrap()
+            .manifest
+            .validate()
+            .unwrap()
+        };
+        let mut env = Environment {
+            base: Some(Vec::new()),
+            ..Environment::default()
+        };
+        let plan_of = |env: &Environment, id: &str, root: &str| {
+            plan(
+                &spec(id),
+                Path::new(root),
+                env,
+                &Inheritance::default(),
+                &StderrTail::default(),
+                &ProcessTable::default(),
+            )
+        };
+        let err = plan_of(&env, "a", "/apps/a").unwrap_err();
+        assert!(err.contains("no secret store"), "{err}");
+        env.secrets = Some(Arc::new(OneSecret));
+        let LaunchPlan::Stdio(spawn) = plan_of(&env, "a", "/apps/a").unwrap() else {
+            panic!("a stdio plan")
+        };
+        assert_eq!(spawn.args, ["--key", "s3cret"]);
+        assert_eq!(spawn.env, [(OsString::from("K"), OsString::from("s3cret"))]);
+        // Another app, or the same id in another folder, gets nothing.
+        for (id, root) in [("b", "/apps/a"), ("a", "/elsewhere/a")] {
+            let err = plan_of(&env, id, root).unwrap_err();
+            assert!(
+                err.contains("has no secret TOKEN") && !err.contains("s3cret"),
+                "{err}"
+            );
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Runs MCP Apps: connects to each app (a child process over stdio, or a Streamable HTTP
-//! endpoint), enumerates what it offers, and keeps it alive through an observable lifecycle,
-//! with one upstream MCP session per app shared by the gateway and every browser session.
+//! endpoint), enumerates what it offers, and keeps it alive through an observable lifecycle.
+//! Each app's upstream session, which the gateway and every client session share, is
+//! `mcpapp-session`'s; this crate gives it its links and watches it.
 //!
 //! - [`Supervisor`] loads a discovery report and starts every runnable app concurrently, in
 //!   the background; it restarts failed apps with exponential backoff and jitter, stops
@@ -8,18 +9,21 @@
 //!   configuration, restarting the apps whose settings changed), and shuts
 //!   everything down so that no child process outlives it (also when merely dropped).
 //! - [`AppHandle`] is the stable handle of one app: its [`AppSnapshot`], its
-//!   [`Descriptors`], its stderr tail, control, and calls that always use the current
-//!   connection, bounded by the app's request timeout.
-//! - [`Port`] shares an app's upstream session byte for byte with a browser session: ids and
-//!   progress tokens are rewritten upstream and restored on the way back; notifications reach
-//!   every port; server requests reach the port that caused them.
+//!   [`Descriptors`], its stderr tail, control, calls that always use the current
+//!   connection, bounded by the app's request timeout, and ports
+//!   ([`mcpapp_session::Port`]) on its current session.
+//! - The links: a child's stdio in its own process group, with an environment built from
+//!   nothing, and our own Streamable HTTP client; both implement [`mcpapp_session::Link`].
+//!   [`Keeper`] kills every app process when the gateway dies, however it died.
+//! - [`SupervisorMetrics`] counts every `tools/call` (by app, tool,
+//!   [`CallPath`](mcpapp_session::CallPath) and outcome), its duration, and upstream timeouts
+//!   and cancellations, into a registry the caller owns: the session's hub tells each app's
+//!   meters how its calls end. With the `otel` feature, requests sent to apps carry the W3C
+//!   trace context of their span in `_meta`.
 //!
-//! - [`SupervisorMetrics`] counts every `tools/call` (by app, tool, [`CallPath`] and outcome),
-//!   its duration, and upstream timeouts and cancellations, into a registry the caller owns.
-//!   With the `otel` feature, requests sent to apps carry the W3C trace context of their span
-//!   in `_meta`.
-//!
-//! This is the only crate that starts processes.
+//! This is the only crate that starts processes. A gateway is composed with
+//! `mcpapp_host::Gateway::builder`, which builds the supervisor with the rest; use the
+//! supervisor on its own to run apps without the HTTP face, as below.
 //!
 //! # Example
 //!
@@ -48,10 +52,7 @@
 #![warn(missing_docs)]
 
 mod app;
-mod client;
 mod descriptors;
-mod elicit;
-mod era;
 mod error;
 mod events;
 mod handle;
@@ -60,30 +61,21 @@ mod launch;
 mod lifecycle;
 mod link;
 mod metrics;
-mod pipe;
 mod policy;
-mod raw;
-mod router;
-mod session;
 mod shield;
 mod supervisor;
-mod trace_context;
 
 pub use app::AppSnapshot;
 pub use descriptors::{
-    Descriptors, MCP_APP_MIME, PromptArgumentDescriptor, PromptDescriptor, ResourceDescriptor,
+    Descriptors, PromptArgumentDescriptor, PromptDescriptor, ResourceDescriptor,
     ResourceTemplateDescriptor, ToolDescriptor, Visibility, is_mcp_app_mime,
 };
-pub use elicit::{ElicitFuture, ElicitationRequest, Elicitor};
-pub use era::{MODERN_PROTOCOL_VERSION, request_protocol_version};
 pub use error::{CallError, ControlError};
 pub use events::SupervisorEvent;
 pub use handle::AppHandle;
-pub use keeper::{KEEPER_ARG, KEEPER_ENV, Keeper, run_keeper_if_requested};
-pub use metrics::{CallPath, OTHER_TOOL, SupervisorMetrics};
+pub use keeper::{Keeper, run_keeper_if_requested};
+pub use metrics::SupervisorMetrics;
 pub use policy::SupervisionPolicy;
-pub use raw::{MessageKind, RawError, RawMessage, raw_string};
-pub use session::{PORT_PROTOCOL_VERSIONS, Port, PortError, PortReply, ResponseStream};
 pub use shield::shield_process;
 pub use supervisor::{ReloadSummary, Supervisor, SupervisorBuilder};
 

@@ -1,7 +1,7 @@
 //! The lifecycle of one supervised app as a pure state machine.
 //!
 //! [`Machine`] is told what happened ([`Event`]) and when, and answers with [`Decision`]s
-//! that the app's task (`app.rs`) carries out in order: connecting, closing connections,
+//! that the app's task (`app/task.rs`) carries out in order: connecting, closing connections,
 //! lifecycle transitions, the restart timer, health pings. It owns the restart policy and
 //! nothing else: it reads no clock (the current `Instant` is an argument, the jitter seed a
 //! constructor argument), holds no channel and starts no process, so every rule below is
@@ -176,14 +176,7 @@ impl Machine {
         match (self.phase, event) {
             (Phase::Ended, _) => {}
             (_, Event::Shutdown) => self.shut_down(&mut out),
-            (Phase::Idle, Event::Start | Event::Restart) => {
-                self.forget_failures();
-                if self.crash_loop {
-                    self.crash_loop = false;
-                    out.push(Decision::CrashLoop(false));
-                }
-                self.connect(&mut out);
-            }
+            (Phase::Idle, Event::Start | Event::Restart) => self.start_idle(&mut out),
             (Phase::Backoff, Event::Start | Event::Restart) => {
                 self.forget_failures();
                 self.leave_backoff(&mut out);
@@ -209,19 +202,7 @@ impl Machine {
                 self.phase = Phase::Idle;
             }
             (phase, Event::Reconfigure(policy)) => self.reconfigure(phase, policy, &mut out),
-            (Phase::Starting, Event::Started) => {
-                self.phase = Phase::Running {
-                    since: now,
-                    ping_in_flight: false,
-                    failed_pings: 0,
-                };
-                out.push(Decision::UseConnection);
-                out.push(transition(Lifecycle::Running, None));
-                // A zero interval would mean pinging without pause; treat it as off.
-                if let Some(every) = self.policy.health_check_interval.filter(|d| !d.is_zero()) {
-                    out.push(Decision::WatchHealth { every });
-                }
-            }
+            (Phase::Starting, Event::Started) => self.run(now, &mut out),
             (Phase::Starting, Event::StartFailed(reason)) => {
                 // A start that never connected has no uptime to be stable with.
                 self.fail(reason, Duration::ZERO, now, &mut out);
@@ -261,23 +242,7 @@ impl Machine {
                     ..
                 },
                 Event::PingFailed(error),
-            ) => {
-                let failed_pings = failed_pings.saturating_add(1);
-                if failed_pings >= self.policy.health_check_failures {
-                    out.push(Decision::Disconnect {
-                        grace: FAILED_GRACE,
-                    });
-                    let reason =
-                        format!("health check failed {failed_pings} times in a row: {error}");
-                    self.fail(reason, now.saturating_duration_since(since), now, &mut out);
-                } else {
-                    self.phase = Phase::Running {
-                        since,
-                        ping_in_flight: false,
-                        failed_pings,
-                    };
-                }
-            }
+            ) => self.ping_failed(since, failed_pings, &error, now, &mut out),
             (Phase::Backoff, Event::TimerFired) => self.leave_backoff(&mut out),
             // Late news about something already dropped, or a tick while a ping is out.
             (
@@ -292,6 +257,58 @@ impl Machine {
             ) => {}
         }
         out
+    }
+
+    /// Starts an idle app afresh: no failure history, no crash loop.
+    fn start_idle(&mut self, out: &mut Vec<Decision>) {
+        self.forget_failures();
+        if self.crash_loop {
+            self.crash_loop = false;
+            out.push(Decision::CrashLoop(false));
+        }
+        self.connect(out);
+    }
+
+    /// The start attempt connected at `now`: the app runs, watched by health checks if the
+    /// policy has them.
+    fn run(&mut self, now: Instant, out: &mut Vec<Decision>) {
+        self.phase = Phase::Running {
+            since: now,
+            ping_in_flight: false,
+            failed_pings: 0,
+        };
+        out.push(Decision::UseConnection);
+        out.push(transition(Lifecycle::Running, None));
+        // A zero interval would mean pinging without pause; treat it as off.
+        if let Some(every) = self.policy.health_check_interval.filter(|d| !d.is_zero()) {
+            out.push(Decision::WatchHealth { every });
+        }
+    }
+
+    /// A health ping of the app running `since` failed, after `failed_pings` failures in a
+    /// row: enough of them are a failure.
+    fn ping_failed(
+        &mut self,
+        since: Instant,
+        failed_pings: u32,
+        error: &str,
+        now: Instant,
+        out: &mut Vec<Decision>,
+    ) {
+        let failed_pings = failed_pings.saturating_add(1);
+        if failed_pings >= self.policy.health_check_failures {
+            out.push(Decision::Disconnect {
+                grace: FAILED_GRACE,
+            });
+            let reason = format!("health check failed {failed_pings} times in a row: {error}");
+            self.fail(reason, now.saturating_duration_since(since), now, out);
+        } else {
+            self.phase = Phase::Running {
+                since,
+                ping_in_flight: false,
+                failed_pings,
+            };
+        }
     }
 
     fn connect(&mut self, out: &mut Vec<Decision>) {

@@ -2,134 +2,73 @@
 //!
 //! The families live in a `prometheus_client` registry owned by whoever composes the gateway
 //! ([`SupervisorMetrics::register`]), never in a global, so two gateways in one process keep
-//! their series apart. The hub of each session (`session.rs`) is where a request and its
+//! their series apart. The hub of each session (`mcpapp-session`) is where a request and its
 //! answer, timeout or cancellation meet, for the gateway's own calls and every port's alike,
-//! so it is the one place that counts them.
+//! so it is the one place that sees them: it tells the app's [`AppMeters`], its
+//! [`SessionObserver`], and they count.
 //!
 //! Label values are bounded: `app` is an app the supervisor knows; `tool` is a tool the app
 //! listed, or `other`; `path` and `outcome` are fixed sets. The handles of each (tool, path,
 //! outcome) are made the first time they are used and kept, so a call allocates no labels.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use mcpapp_session::{CallOutcome, CallPath, SessionObserver, ToolObserver};
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 /// The `tool` label of calls to a name the app does not list.
-pub const OTHER_TOOL: &str = "other";
+pub(crate) const OTHER_TOOL: &str = "other";
 
 /// Buckets of the call duration histogram: 0.5 ms doubling to about 65 s (18 buckets), so
 /// both an in-memory answer and a call near a long request timeout land in a bucket.
 const DURATION_BUCKETS: (f64, f64, u16) = (0.0005, 2.0, 18);
 
-/// Which surface a `tools/call` came through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum CallPath {
-    /// The gateway's own calls: the agent through the tool bridge ([`AppHandle::call_tool`]).
-    ///
-    /// [`AppHandle::call_tool`]: crate::AppHandle::call_tool
-    Agent,
-    /// A browser view's session of `/apps/mcp/{appId}` (what ports are opened as).
-    #[default]
-    Proxy,
-    /// An external MCP client of the gateway's aggregated `/mcp` endpoint.
-    Mcp,
-}
-
-impl CallPath {
-    const ALL: [CallPath; 3] = [Self::Agent, Self::Proxy, Self::Mcp];
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Agent => "agent",
-            Self::Proxy => "proxy",
-            Self::Mcp => "mcp",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-
-    pub(crate) fn to_u8(self) -> u8 {
-        self as u8
-    }
-
-    pub(crate) fn from_u8(value: u8) -> Self {
-        Self::ALL
-            .get(usize::from(value))
-            .copied()
-            .unwrap_or_default()
-    }
-}
-
-impl EncodeLabelValue for CallPath {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        EncodeLabelValue::encode(&self.as_str(), encoder)
-    }
-}
-
-/// How a `tools/call` ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Outcome {
-    /// A result without `isError`.
-    Ok,
-    /// A result with `isError: true` (the tool ran and reported a failure).
-    Error,
-    /// A JSON-RPC error, or the connection was lost.
-    Failed,
-    /// The request timeout ran out; the request was cancelled upstream.
-    Timeout,
-    /// The caller stopped waiting (or its session closed); cancelled upstream.
-    Cancelled,
-}
-
-impl Outcome {
-    const COUNT: usize = 5;
-
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Ok => "ok",
-            Self::Error => "error",
-            Self::Failed => "failed",
-            Self::Timeout => "timeout",
-            Self::Cancelled => "cancelled",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-impl EncodeLabelValue for Outcome {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        EncodeLabelValue::encode(&self.as_str(), encoder)
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct CallLabels {
     app: Arc<str>,
     tool: Arc<str>,
-    path: CallPath,
-    outcome: Outcome,
+    path: &'static str,
+    outcome: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct DurationLabels {
     app: Arc<str>,
     tool: Arc<str>,
-    path: CallPath,
+    path: &'static str,
 }
+
+/// Where a path's handles are kept in a [`ToolMeters`].
+fn path_index(path: CallPath) -> usize {
+    match path {
+        CallPath::Agent => 0,
+        CallPath::Proxy => 1,
+        CallPath::Mcp => 2,
+    }
+}
+
+/// Paths a tool's handles are kept for.
+const PATHS: usize = 3;
+
+/// Where an outcome's handle is kept in a [`ToolMeters`].
+fn outcome_index(outcome: CallOutcome) -> usize {
+    match outcome {
+        CallOutcome::Ok => 0,
+        CallOutcome::Error => 1,
+        CallOutcome::Failed => 2,
+        CallOutcome::Timeout => 3,
+        CallOutcome::Cancelled => 4,
+    }
+}
+
+/// Outcomes a tool's handles are kept for.
+const OUTCOMES: usize = 5;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct AppLabels {
@@ -257,10 +196,12 @@ impl AppMeters {
         }
         *tools = next;
     }
+}
 
+impl SessionObserver for AppMeters {
     /// The meters of the tool `name`, or of [`OTHER_TOOL`] for a name the app does not list
     /// (or no name).
-    pub(crate) fn tool(&self, name: Option<&str>) -> Arc<ToolMeters> {
+    fn tool(&self, name: Option<&str>) -> Arc<dyn ToolObserver> {
         let Some(name) = name else {
             return self.other.clone();
         };
@@ -288,11 +229,11 @@ impl AppMeters {
         }
     }
 
-    pub(crate) fn timed_out(&self) {
+    fn timed_out(&self) {
         self.timeouts.inc();
     }
 
-    pub(crate) fn cancelled(&self, count: u64) {
+    fn cancelled(&self, count: u64) {
         if count > 0 {
             self.cancellations.inc_by(count);
         }
@@ -305,8 +246,8 @@ pub(crate) struct ToolMeters {
     families: Arc<Families>,
     app: Arc<str>,
     tool: Arc<str>,
-    calls: [[OnceLock<Counter>; Outcome::COUNT]; 3],
-    durations: [OnceLock<Histogram>; 3],
+    calls: [[OnceLock<Counter>; OUTCOMES]; PATHS],
+    durations: [OnceLock<Histogram>; PATHS],
 }
 
 impl ToolMeters {
@@ -319,48 +260,32 @@ impl ToolMeters {
             durations: Default::default(),
         }
     }
+}
 
+impl ToolObserver for ToolMeters {
     /// Counts one finished call.
-    pub(crate) fn finish(&self, path: CallPath, outcome: Outcome, elapsed: Duration) {
-        self.calls[path.index()][outcome.index()]
+    fn finish(&self, path: CallPath, outcome: CallOutcome, elapsed: Duration) {
+        self.calls[path_index(path)][outcome_index(outcome)]
             .get_or_init(|| {
                 self.families.calls.get_or_create_owned(&CallLabels {
                     app: self.app.clone(),
                     tool: self.tool.clone(),
-                    path,
-                    outcome,
+                    path: path.as_str(),
+                    outcome: outcome.as_str(),
                 })
             })
             .inc();
-        self.durations[path.index()]
+        self.durations[path_index(path)]
             .get_or_init(|| {
                 self.families
                     .durations
                     .get_or_create_owned(&DurationLabels {
                         app: self.app.clone(),
                         tool: self.tool.clone(),
-                        path,
+                        path: path.as_str(),
                     })
             })
             .observe(elapsed.as_secs_f64());
-    }
-}
-
-/// A port's path, settable after it was opened.
-#[derive(Debug, Default)]
-pub(crate) struct PathCell(AtomicU8);
-
-impl PathCell {
-    pub(crate) fn new(path: CallPath) -> Self {
-        Self(AtomicU8::new(path.to_u8()))
-    }
-
-    pub(crate) fn get(&self) -> CallPath {
-        CallPath::from_u8(self.0.load(Ordering::Relaxed))
-    }
-
-    pub(crate) fn set(&self, path: CallPath) {
-        self.0.store(path.to_u8(), Ordering::Relaxed);
     }
 }
 
@@ -381,14 +306,14 @@ mod tests {
         let app = metrics.app("fx");
         app.know_tools(["echo", "slow"].into_iter());
         app.tool(Some("echo"))
-            .finish(CallPath::Agent, Outcome::Ok, Duration::from_millis(2));
+            .finish(CallPath::Agent, CallOutcome::Ok, Duration::from_millis(2));
         app.tool(Some("no_such_tool")).finish(
             CallPath::Proxy,
-            Outcome::Failed,
+            CallOutcome::Failed,
             Duration::from_millis(1),
         );
         app.tool(None)
-            .finish(CallPath::Mcp, Outcome::Timeout, Duration::from_secs(1));
+            .finish(CallPath::Mcp, CallOutcome::Timeout, Duration::from_secs(1));
         let text = render(&registry);
         assert!(
             text.contains(
@@ -420,13 +345,13 @@ mod tests {
         let app = metrics.app("fx");
         app.know_tools(["echo"].into_iter());
         app.tool(Some("echo"))
-            .finish(CallPath::Proxy, Outcome::Ok, Duration::ZERO);
+            .finish(CallPath::Proxy, CallOutcome::Ok, Duration::ZERO);
         app.know_tools(["other_tool", "echo"].into_iter());
         app.tool(Some("echo"))
-            .finish(CallPath::Proxy, Outcome::Ok, Duration::ZERO);
+            .finish(CallPath::Proxy, CallOutcome::Ok, Duration::ZERO);
         app.know_tools(std::iter::empty());
         app.tool(Some("echo"))
-            .finish(CallPath::Proxy, Outcome::Ok, Duration::ZERO);
+            .finish(CallPath::Proxy, CallOutcome::Ok, Duration::ZERO);
         let text = render(&registry);
         assert!(
             text.contains(
@@ -440,14 +365,5 @@ mod tests {
             ),
             "{text}"
         );
-    }
-
-    #[test]
-    fn paths_survive_the_round_trip_through_the_cell() {
-        for path in CallPath::ALL {
-            let cell = PathCell::new(CallPath::Proxy);
-            cell.set(path);
-            assert_eq!(cell.get(), path);
-        }
     }
 }

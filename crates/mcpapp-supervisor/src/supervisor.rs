@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use mcpapp_discovery::{DiscoveredApp, DiscoveryReport};
 use mcpapp_manifest::{InstallState, McpAppsConfig};
+use mcpapp_session::Elicitor;
 use tokio::sync::{broadcast, mpsc};
 use tracing::info;
 
@@ -28,7 +29,7 @@ pub struct SupervisorBuilder {
     policy: Option<SupervisionPolicy>,
     env: Environment,
     keeper: Option<Arc<Keeper>>,
-    elicitor: Option<Arc<dyn crate::elicit::Elicitor>>,
+    elicitor: Option<Arc<dyn Elicitor>>,
     metrics: SupervisorMetrics,
 }
 
@@ -80,6 +81,14 @@ impl SupervisorBuilder {
         self
     }
 
+    /// Where `secret:NAME` values of manifests and entries come from (the gateway's secret
+    /// store); without one, an app that refers to a secret fails to start with a message
+    /// saying so.
+    pub fn secrets(mut self, secrets: Arc<dyn mcpapp_manifest::SecretResolver>) -> Self {
+        self.env.secrets = Some(secrets);
+        self
+    }
+
     /// Reports every app's process group to `keeper`, so that apps die with the gateway even
     /// when it is killed (see [`Keeper`]). Without one, apps are still stopped on
     /// [`Supervisor::shutdown`] and when the supervisor is dropped.
@@ -90,7 +99,7 @@ impl SupervisorBuilder {
 
     /// Who answers elicitations the gateway's own calls cause (an agent's tool call), for
     /// example by asking the chat session's user; without one they are declined.
-    pub fn elicitor(mut self, elicitor: Arc<dyn crate::elicit::Elicitor>) -> Self {
+    pub fn elicitor(mut self, elicitor: Arc<dyn Elicitor>) -> Self {
         self.elicitor = Some(elicitor);
         self
     }

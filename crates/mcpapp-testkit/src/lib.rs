@@ -29,7 +29,7 @@ use mcpapp_manifest::McpAppsConfig;
 /// Which package builds each test binary.
 fn package_of(name: &str) -> &str {
     match name {
-        "fixture-app" | "grocery-inventory" => name,
+        "fixture-app" | "grocery-inventory" | "mcp-registry" | "oauth-server" => name,
         "mcpapp-gateway" => "mcpapp-gateway",
         other => panic!("unknown test binary {other}"),
     }

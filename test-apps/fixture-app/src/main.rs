@@ -109,7 +109,12 @@
 //! - `hang`: never answers; waits until cancelled and counts the cancellation. In both eras a
 //!   cancellation is `notifications/cancelled` over stdio; at 2026-07-28 over HTTP it is the
 //!   client closing the response stream, which rmcp turns into the request's cancellation.
-//! - `cancellations {waitMs?}`: `{"count": n}` once n >= 1 or after `waitMs` (default 0) ms.
+//! - `cancellations {waitMs?, atLeast?}`: `{"count": n}` once n >= `atLeast` (default 1) or
+//!   after `waitMs` (default 0) ms.
+//! - `hangs {atLeast?, waitMs?}`: `{"hanging", "started", "cancellations"}`: the `hang` calls
+//!   waiting now (a call stops waiting when cancelled or when its task is dropped), every
+//!   `hang` call started, and the cancellation count; once `hanging` >= `atLeast` (default 0)
+//!   or after `waitMs` (default 0) ms. For telling every abandoned call was cancelled.
 //! - `freeze`: answers `frozen`, then the server answers nothing more, not even `ping` (stdio
 //!   stops reading stdin; http holds every later request pending); the process stays alive.
 //! - `huge_output {bytes}`: one text block of exactly `bytes` bytes (at most 64 MiB).

@@ -86,6 +86,9 @@ pub(crate) struct Shared {
     /// Write one stderr line per tool call.
     pub(crate) stderr_noise: bool,
     cancellations: watch::Sender<u64>,
+    /// `hang` calls waiting right now, and every one ever started.
+    hanging: watch::Sender<u64>,
+    hangs_started: AtomicU64,
     added_tools: Mutex<Vec<String>>,
     /// Cancelled by the `freeze` tool: from then on the transports stop answering.
     pub(crate) frozen: CancellationToken,
@@ -136,6 +139,8 @@ impl Shared {
             era,
             stderr_noise,
             cancellations: watch::Sender::new(0),
+            hanging: watch::Sender::new(0),
+            hangs_started: AtomicU64::new(0),
             added_tools: Mutex::new(Vec::new()),
             frozen: CancellationToken::new(),
             tool_calls: AtomicU64::new(0),
@@ -191,9 +196,42 @@ pub(crate) struct SlowArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct CancellationsArgs {
-    /// Wait up to this many milliseconds for the first cancellation (default 0).
+    /// Wait up to this many milliseconds for the first cancellation (default 0)...
     #[serde(default)]
     wait_ms: u64,
+    /// ...or for this many (default 1).
+    #[serde(default)]
+    at_least: Option<u64>,
+}
+
+/// `hangs` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct HangsArgs {
+    /// Wait until at least this many `hang` calls are waiting (default 0: answer at once)...
+    #[serde(default)]
+    at_least: u64,
+    /// ...but no longer than this many milliseconds (default 0).
+    #[serde(default)]
+    wait_ms: u64,
+}
+
+/// Counts a `hang` call as waiting while it lives, however it ends (cancelled, or its task
+/// dropped with the connection).
+struct Hanging<'a>(&'a watch::Sender<u64>);
+
+impl<'a> Hanging<'a> {
+    fn enter(shared: &'a Shared) -> Self {
+        shared.hangs_started.fetch_add(1, Ordering::SeqCst);
+        shared.hanging.send_modify(|n| *n += 1);
+        Self(&shared.hanging)
+    }
+}
+
+impl Drop for Hanging<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 /// `huge_output` arguments.
@@ -366,13 +404,37 @@ impl FixtureServer {
     /// Never answer; wait until the request is cancelled and count the cancellation.
     #[tool]
     async fn hang(&self, ct: CancellationToken) -> CallToolResult {
+        let waiting = Hanging::enter(&self.shared);
         ct.cancelled().await;
+        // No longer waiting by the time the cancellation shows in the count.
+        drop(waiting);
         self.shared.record_cancellation();
         CallToolResult::error(vec![ContentBlock::text("cancelled")])
     }
 
-    /// Return {"count": n}, the number of cancelled hang/slow calls, once n >= 1 or after
-    /// waitMs milliseconds (default 0).
+    /// Return {"hanging", "started", "cancellations"}: the hang calls waiting now, every hang
+    /// call started, and the cancelled hang/slow calls; once at least atLeast hang calls are
+    /// waiting, or after waitMs milliseconds (both default 0).
+    #[tool]
+    async fn hangs(&self, Parameters(args): Parameters<HangsArgs>) -> CallToolResult {
+        let mut rx = self.shared.hanging.subscribe();
+        // A timeout only means fewer calls are waiting; the counts are read either way.
+        let _ = tokio::time::timeout(
+            Duration::from_millis(args.wait_ms),
+            rx.wait_for(|n| *n >= args.at_least),
+        )
+        .await;
+        let hanging = *self.shared.hanging.borrow();
+        let started = self.shared.hangs_started.load(Ordering::SeqCst);
+        let cancellations = *self.shared.cancellations.borrow();
+        text_and_structured(
+            format!("{hanging} hanging, {started} started, {cancellations} cancelled"),
+            json!({"hanging": hanging, "started": started, "cancellations": cancellations}),
+        )
+    }
+
+    /// Return {"count": n}, the number of cancelled hang/slow calls, once n >= atLeast
+    /// (default 1) or after waitMs milliseconds (default 0).
     #[tool]
     async fn cancellations(
         &self,
@@ -382,7 +444,7 @@ impl FixtureServer {
         // A timeout only means no cancellation arrived in time; the count is read either way.
         let _ = tokio::time::timeout(
             Duration::from_millis(args.wait_ms),
-            rx.wait_for(|n| *n >= 1),
+            rx.wait_for(|n| *n >= args.at_least.unwrap_or(1)),
         )
         .await;
         let count = *self.shared.cancellations.borrow();

@@ -3,7 +3,7 @@
 //! tool sync into a registry, an agent with the offline model), so that no HTTP hop and no
 //! other process stands between the caller and the supervisor:
 //!
-//! - `port`: a [`Port`](mcpapp_supervisor::Port) per caller, raw `tools/call` through the hub,
+//! - `port`: a [`Port`](mcpapp_session::Port) per caller, raw `tools/call` through the hub,
 //!   as each browser session of `/apps/mcp/{appId}` sends it;
 //! - `handle`: [`AppHandle::call_tool`](mcpapp_supervisor::AppHandle::call_tool), the gateway's
 //!   rmcp client over its duplex pipe into the same hub;
@@ -25,7 +25,8 @@ use mcpapp_agent::{Agent, AgentConfig, AgentEvent, OfflineModel, TurnRequest};
 use mcpapp_bridge::{AppToolSync, ToolContext, ToolRegistry};
 use mcpapp_discovery::Discovery;
 use mcpapp_manifest::{Lifecycle, McpAppsConfig};
-use mcpapp_supervisor::{AppHandle, PortReply, RawMessage, SupervisionPolicy, Supervisor};
+use mcpapp_session::{PortReply, RawMessage};
+use mcpapp_supervisor::{AppHandle, SupervisionPolicy, Supervisor};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 

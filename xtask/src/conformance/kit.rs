@@ -1,5 +1,6 @@
 //! The MCP conformance kit (`shared/conformance/`, read-only): finding it, installing it under
-//! `target/` with its `setup.sh`, and reading the paths it prints.
+//! `target/` with its `setup.sh`, and reading the paths it prints (both suites: 0.1.16 and
+//! the 0.2 one with the requirement sets, and both reference servers).
 
 // Running the kit's installer is xtask's job.
 #![allow(clippy::disallowed_methods)]
@@ -28,6 +29,38 @@ pub(crate) struct Kit {
     pub(crate) reference_server: PathBuf,
     /// The suite's version, from its `package.json`.
     pub(crate) version: String,
+    /// The 0.2 suite with the frozen requirement sets (`CONFORMANCE_NEXT`).
+    pub(crate) conformance_next: PathBuf,
+    /// The dual-era reference server's source (`REFERENCE_SERVER_NEXT`).
+    pub(crate) reference_server_next: PathBuf,
+    /// What the dual-era server itself fails under the 2026-07-28 set
+    /// (`EXPECTED_FAILURES_2026_07_28`).
+    pub(crate) expected_failures_2026_07_28: PathBuf,
+    /// The 0.2 suite's version.
+    pub(crate) version_next: String,
+}
+
+impl Kit {
+    /// The 0.2 package's folder (`requirements/` is in it).
+    pub(crate) fn package_next(&self) -> PathBuf {
+        package_of(&self.conformance_next)
+    }
+}
+
+/// `…/PACKAGE/dist/index.js` → `…/PACKAGE`.
+fn package_of(cli: &Path) -> PathBuf {
+    cli.parent()
+        .and_then(Path::parent)
+        .map_or_else(PathBuf::new, Path::to_path_buf)
+}
+
+/// The `version` of the package whose CLI is `cli`.
+fn version_of(cli: &Path) -> String {
+    std::fs::read_to_string(package_of(cli).join("package.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|json| json["version"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 /// Installs the kit into `dest` (idempotent; about 10 s when npm's cache is warm).
@@ -56,7 +89,15 @@ pub(crate) fn install(root: &Path, dest: &Path) -> anyhow::Result<Kit> {
     );
     let stdout = String::from_utf8(output.stdout).context("setup.sh printed non-UTF-8")?;
     let kit = parse_setup_output(&stdout, dest)?;
-    for path in [&kit.node, &kit.tsx, &kit.conformance, &kit.reference_server] {
+    for path in [
+        &kit.node,
+        &kit.tsx,
+        &kit.conformance,
+        &kit.reference_server,
+        &kit.conformance_next,
+        &kit.reference_server_next,
+        &kit.expected_failures_2026_07_28,
+    ] {
         ensure!(
             path.is_file(),
             "setup.sh named {}, which does not exist",
@@ -112,23 +153,18 @@ fn parse_setup_output(stdout: &str, dest: &Path) -> anyhow::Result<Kit> {
             .with_context(|| format!("setup.sh printed no {name}= line; it printed:\n{stdout}"))
     };
     let conformance = value("CONFORMANCE")?;
-    // dist/index.js → the package folder.
-    let package = conformance
-        .parent()
-        .and_then(Path::parent)
-        .map(|dir| dir.join("package.json"));
-    let version = package
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-        .and_then(|json| json["version"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| "unknown".to_owned());
+    let conformance_next = value("CONFORMANCE_NEXT")?;
     Ok(Kit {
         dir: dest.to_path_buf(),
         node: value("NODE")?,
         tsx: value("TSX")?,
+        version: version_of(&conformance),
         conformance,
         reference_server: value("REFERENCE_SERVER")?,
-        version,
+        version_next: version_of(&conformance_next),
+        conformance_next,
+        reference_server_next: value("REFERENCE_SERVER_NEXT")?,
+        expected_failures_2026_07_28: value("EXPECTED_FAILURES_2026_07_28")?,
     })
 }
 
@@ -139,13 +175,19 @@ mod tests {
     #[test]
     fn reads_the_lines_setup_prints_and_ignores_others() {
         let out = "noise\nNODE=/k/node\nTSX=/k/tsx.mjs\n\
-                   CONFORMANCE=/k/c/dist/index.js\nREFERENCE_SERVER=/k/ref.ts\n";
+                   CONFORMANCE=/k/c/dist/index.js\nREFERENCE_SERVER=/k/ref.ts\n\
+                   CONFORMANCE_NEXT=/k/n/dist/index.js\nREFERENCE_SERVER_NEXT=/k/next.ts\n\
+                   EXPECTED_FAILURES_2026_07_28=/k/x.yml\n";
         let kit = parse_setup_output(out, Path::new("/k")).unwrap();
         assert_eq!(kit.node, Path::new("/k/node"));
         assert_eq!(kit.tsx, Path::new("/k/tsx.mjs"));
         assert_eq!(kit.conformance, Path::new("/k/c/dist/index.js"));
         assert_eq!(kit.reference_server, Path::new("/k/ref.ts"));
         assert_eq!(kit.version, "unknown");
+        assert_eq!(kit.conformance_next, Path::new("/k/n/dist/index.js"));
+        assert_eq!(kit.package_next(), Path::new("/k/n"));
+        assert_eq!(kit.reference_server_next, Path::new("/k/next.ts"));
+        assert_eq!(kit.expected_failures_2026_07_28, Path::new("/k/x.yml"));
     }
 
     #[test]

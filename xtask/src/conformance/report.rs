@@ -173,7 +173,7 @@ fn shape(message: &str) -> String {
 }
 
 /// `server-initialize-2026-12-01T10-08-02-584Z` → (`server-initialize`, the timestamp).
-fn split_timestamp(name: &str) -> Option<(&str, &str)> {
+pub(crate) fn split_timestamp(name: &str) -> Option<(&str, &str)> {
     // The suite's timestamp: an ISO date with `:` and `.` replaced by `-`.
     const SHAPE: &str = "0000-00-00T00-00-00-000Z";
     let cut = name.len().checked_sub(SHAPE.len() + 1)?;
@@ -398,7 +398,7 @@ impl Table {
 }
 
 /// `text` on one line, at most `width` characters.
-fn shorten(text: &str, width: usize) -> String {
+pub(crate) fn shorten(text: &str, width: usize) -> String {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() <= width {
         flat

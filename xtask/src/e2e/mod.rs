@@ -30,6 +30,7 @@ mod appbridge;
 mod checks;
 mod driver;
 mod origins;
+mod registry;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -90,6 +91,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     let prepared_in = bundle.prepared_in;
     let installed = bundle.installed;
     let test_host = runtime.block_on(appbridge::serve(bundle))?;
+    let registry = registry::start(root, &target.join("debug"), &out.join("registry"), &logs)?;
     let stack = stack::start(
         root,
         &StackOptions {
@@ -100,6 +102,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
             // The AppBridge test host calls /mcp from its own origin, as an operator would
             // allow an external MCP Apps host page.
             allowed_origins: &[&test_host.page_origin],
+            registry: Some(&registry.url),
         },
     )?;
     let bearer = format!("Bearer {TOKEN}");

@@ -12,6 +12,7 @@ use crate::remote::{EXIT_USAGE, Remote, RemoteError};
 mod apps;
 mod call;
 mod discover;
+mod install;
 mod output;
 mod schema;
 mod serve;
@@ -30,6 +31,10 @@ pub(crate) fn run(command: Command) -> ExitCode {
         Command::Apps(args) => return remote(async move { apps::run(&args).await }),
         Command::Call(args) => return remote(async move { call::run(&args).await }),
         Command::Reload(args) => return remote(async move { apps::reload(&args).await }),
+        Command::Install(args) => return install::run(install::install(&args)),
+        Command::Installed(args) => return install::run(install::installed(&args)),
+        Command::Update(args) => return install::run(install::update(&args)),
+        Command::Uninstall(args) => return install::run(install::uninstall(&args)),
     };
     result.unwrap_or_else(|err| {
         // Output cut short by its reader (`| head`) is the reader's choice, not a failure.

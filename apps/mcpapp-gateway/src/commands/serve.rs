@@ -25,7 +25,12 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     for diagnostic in &loaded.diagnostics {
         warn!("{diagnostic}");
     }
+    // Apps' `secret:` references resolve from the store `install` writes.
+    let store = crate::config::secret_store(&loaded, &args.config);
+    // The page's "Add apps" view installs into the first discovery path, like `install`.
+    let installer = super::install::for_serve(&loaded, &args.config, store.clone());
     let mut builder = Gateway::builder(loaded.discovery)
+        .secrets(std::sync::Arc::new(store))
         .settings(loaded.gateway)
         .config_source(loaded.source)
         // Hot reload; `Gateway.Watch: false` turns it off.
@@ -33,6 +38,10 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         .token(std::env::var("MCPAPP_TOKEN").ok())
         .model(mcpapp_agent::model_from_env()?)
         .drain(DRAIN);
+    match installer {
+        Ok(installer) => builder = builder.installer(installer),
+        Err(err) => warn!("the page cannot install apps: {err}"),
+    }
     if let Some(bind) = &args.bind {
         let addr: SocketAddr = bind
             .parse()

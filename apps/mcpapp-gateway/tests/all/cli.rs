@@ -135,7 +135,7 @@ fn serve_on_a_terminal_shows_each_app_settling() {
         }
     });
     let finals = [
-        "  alpha   ✓ Running (27 tools)",
+        "  alpha   ✓ Running (28 tools)",
         "  broken  ✗ Failed: the process exited with status 3",
         "  off     - Disabled",
     ];
@@ -204,7 +204,7 @@ fn apps_lists_shows_and_reloads_for_people_and_for_scripts() {
     assert_eq!(code(&table), Some(0), "{}", stderr(&table));
     expect![[r#"
         ID      STATE     TRANSPORT  TOOLS  RESTARTS  LAST ERROR
-        alpha   Running   stdio      27     0         -
+        alpha   Running   stdio      28     0         -
         broken  Failed    stdio      0      0         the process exited with status 3; stderr: fixture-app: exit…
         off     Disabled  stdio      0      0         app 'off' is denied by pattern 'off'
     "#]]

@@ -6,6 +6,7 @@
 mod cli;
 mod deploy;
 mod discover;
+mod install;
 mod reload;
 mod serve;
 mod validate;

@@ -380,7 +380,15 @@ fn configuration_changes_apply_their_difference_and_a_broken_file_keeps_the_last
 
     // A broken configuration: a diagnostic naming the file and position; nothing changes.
     tree.write("appsettings.json", "{\"McpApps\": {\n  \"Enabled\": tru");
-    let reload = events.wait_reload("configReloaded", &json!(false));
+    // The outcome of the scan that found `four` may still be on its way (it follows the
+    // supervisor's events): wait for the reload that reports the broken file itself.
+    let reload = events.wait_for("a reload reporting the broken configuration", |e| {
+        e.kind == "reload"
+            && e.data["configReloaded"] == json!(false)
+            && e.data["diagnostics"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|d| d["severity"] == "error"))
+    });
     let diagnostics = reload.data["diagnostics"].as_array().unwrap();
     let broken = diagnostics
         .iter()

@@ -115,13 +115,17 @@ fn serve_runs_apps_and_stops_them_all_on_sigterm() {
     );
 }
 
+/// The first argument of a keeper process (the supervisor's `KEEPER_ARG`, which only this
+/// test needs to name).
+const KEEPER_ARG: &str = "--mcpapp-keeper";
+
 /// Whether `pid` is a gateway's keeper process (its first argument says so).
 fn is_keeper(pid: u32) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
         cmdline
             .split(|b| *b == 0)
             .nth(1)
-            .is_some_and(|arg| arg == mcpapp_supervisor::KEEPER_ARG.as_bytes())
+            .is_some_and(|arg| arg == KEEPER_ARG.as_bytes())
     })
 }
 

@@ -1,7 +1,7 @@
 //! The scan itself: enabled switch, paths, nesting, validity, ordering and path resolution.
 
 use mcpapp_discovery::Discovery;
-use mcpapp_manifest::{Lifecycle, McpAppEntryConfig, McpAppsConfig, Severity};
+use mcpapp_manifest::{Era, Lifecycle, McpAppEntryConfig, McpAppsConfig, Severity};
 
 use crate::{Tree, enabled, ids, scan};
 
@@ -55,6 +55,24 @@ fn nested_folders_are_scanned_and_the_root_itself_counts() {
     tree.write("apps/.gitignore", "app1/\n");
     let report = scan(&tree, enabled(), &["apps"]);
     assert_eq!(ids(&report), ["at-root", "hidden-app", "app1", "app2"]);
+}
+
+#[test]
+fn vendored_runtime_folders_are_not_entered() {
+    let tree = Tree::new();
+    tree.app("apps/one", "one");
+    // What `install` vendors (npm packages may ship any file) is never scanned.
+    tree.app(
+        "apps/one/.mcpapp-runtime/1.0.0/node_modules/pkg",
+        "from-a-package",
+    );
+    // A discovery path that is itself such a folder is still scanned, and so is a file of
+    // that name.
+    tree.app("only/.mcpapp-runtime", "named-root");
+    tree.write("apps/two/.mcpapp-runtime", "not a folder");
+    tree.app("apps/two", "two");
+    let report = scan(&tree, enabled(), &["apps", "only/.mcpapp-runtime"]);
+    assert_eq!(ids(&report), ["one", "two", "named-root"]);
 }
 
 #[test]
@@ -353,4 +371,23 @@ fn roots_are_the_resolved_discovery_paths_whether_they_exist_or_not() {
     .build()
     .unwrap();
     assert!(disabled.roots().is_empty());
+}
+
+#[test]
+fn a_declared_protocol_version_decides_the_era_and_none_leaves_it_to_the_app() {
+    let tree = Tree::new();
+    tree.app("apps/ask", "ask");
+    tree.manifest(
+        "apps/legacy",
+        r#"{"id":"legacy","command":"run","protocolVersion":"2025-06-18"}"#,
+    );
+    tree.manifest(
+        "apps/modern",
+        r#"{"id":"modern","command":"run","protocolVersion":" 2026-07-28 "}"#,
+    );
+    let report = scan(&tree, enabled(), &["apps"]);
+    let era = |id: &str| report.app(id).unwrap().spec.as_ref().unwrap().protocol_era;
+    assert_eq!(era("ask"), None);
+    assert_eq!(era("legacy"), Some(Era::Legacy));
+    assert_eq!(era("modern"), Some(Era::Modern));
 }

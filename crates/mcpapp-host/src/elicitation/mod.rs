@@ -23,23 +23,21 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use mcpapp_session::{ElicitFuture, ElicitationRequest, Elicitor};
 use mcpapp_supervisor::mcp::ElicitResult;
-use mcpapp_supervisor::{ElicitFuture, ElicitationRequest, Elicitor};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info};
-
-use crate::state::AppState;
 
 /// How long to wait for an answer when the app's own request timeout is unknown.
 const FALLBACK_TIMEOUT: Duration =
     Duration::from_secs(mcpapp_manifest::DEFAULT_REQUEST_TIMEOUT_SECONDS.unsigned_abs());
 
 /// Asks the page of a chat session for the answers to elicitations of the agent's calls.
-/// Cheap to clone; clones share their state. Give one to the supervisor as its
-/// [`Elicitor`] and the same one to the host ([`HostParts::with_elicitations`](crate::HostParts::with_elicitations)).
+/// Cheap to clone; clones share their state. The gateway gives one to the supervisor as its
+/// [`Elicitor`] and the same one to the chat routes.
 #[derive(Clone, Default)]
-pub struct ElicitationBroker {
+pub(crate) struct ElicitationBroker {
     inner: Arc<Mutex<Broker>>,
 }
 
@@ -147,7 +145,7 @@ pub(crate) enum AnswerError {
 
 impl ElicitationBroker {
     /// A broker with nothing attached.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -301,7 +299,7 @@ impl Drop for Forget {
 /// 200 `{"ok":true}` when the app gets it, 400 when it does not fit the request (the
 /// elicitation keeps waiting), 404 when nothing waits under that id.
 pub(crate) async fn answer(
-    State(state): State<AppState>,
+    State(broker): State<ElicitationBroker>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
@@ -314,7 +312,7 @@ pub(crate) async fn answer(
             );
         }
     };
-    match state.parts.elicitations.answer(&id, &answer) {
+    match broker.answer(&id, &answer) {
         Ok(()) => (StatusCode::OK, axum::Json(json!({"ok": true}))).into_response(),
         Err(err @ AnswerError::NotWaiting(_)) => reply(StatusCode::NOT_FOUND, &err.to_string()),
         Err(err @ AnswerError::Refused(_)) => reply(StatusCode::BAD_REQUEST, &err.to_string()),

@@ -10,17 +10,21 @@
 //! `_meta.sessionId = X`, the agent's session id. A view may call only tools whose visibility
 //! includes `"app"`.
 //!
-//! A POST is handled in three steps: [`initialize`] (a new session), [`authorize`] (what this
-//! session may send, and the agent session it speaks for) and [`forward`] (the port, and the
-//! reply as JSON or an event stream). A request whose client goes away is cancelled upstream
+//! A POST is handled in three steps: [`initialize`] (a new session), [`authorize`] (in
+//! `admission.rs`: what this session may send, and the agent session it speaks for) and
+//! [`forward`] (the port, and the reply as JSON or an event stream); a 2026-07-28 client's
+//! POST goes through `modern.rs` instead, and a session is a `browser_session.rs`. A request whose client goes away is cancelled upstream
 //! at once (dropping its reply stream does it). The GET stream is reopenable and resumes after
-//! `Last-Event-ID` (see `streamable/events.rs`); its first event primes clients of 2025-11-25 and later
-//! with an id and a `retry` interval. Sessions are bounded (see `streamable/sessions.rs`).
+//! `Last-Event-ID` (see `streamable_http/replay.rs`); its first event primes clients of
+//! 2025-11-25 and later with an id and a `retry` interval. Sessions are bounded (see
+//! `streamable_http/session_store.rs`).
 
 // The helpers below return the HTTP response to send instead as their error; it is built once
 // per refused request, so its size on the stack does not matter.
 #![allow(clippy::result_large_err)]
 
+mod admission;
+mod browser_session;
 mod modern;
 
 use std::sync::Arc;
@@ -30,107 +34,51 @@ use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::{
-    AppHandle, MessageKind, Port, PortError, PortReply, RawMessage, raw_string,
-};
-use serde::Deserialize;
+use mcpapp_manifest::Era;
+use mcpapp_session::{MessageKind, PortError, PortReply, RawMessage};
+use mcpapp_supervisor::{AppHandle, Supervisor};
 use serde_json::value::RawValue;
 use tracing::{debug, info};
 
-use crate::state::AppState;
-use crate::streamable::events::EventLog;
-use crate::streamable::sessions::{Activity, Busy, Session, Sessions};
-use crate::streamable::{
-    Era, SESSION_HEADER, check_version, event_stream, final_reply, header_text, json_reply,
+use self::admission::{ProxyQuery, authorize, running};
+use self::browser_session::ProxySession;
+pub(crate) use self::browser_session::ProxySessions;
+use crate::streamable_http::modern::{is_modern, refuse_get_or_delete};
+use crate::streamable_http::session_store::{Busy, Session};
+use crate::streamable_http::{
+    SESSION_HEADER, check_version, event_stream, final_reply, header_text, json_reply,
     read_message, require_event_stream, rpc_error, stream_reply,
 };
 
-/// The browser sessions of every app, capped per app.
-pub(crate) type ProxySessions = Sessions<ProxySession>;
-
-/// One browser session of `/apps/mcp/{appId}`: a port on the app's upstream session.
-pub(crate) struct ProxySession {
-    app_id: String,
-    port: Port,
-    /// The session's standalone event stream: held by the GET that serves it, so one GET
-    /// at a time; what it sent is kept for a reconnecting client.
-    events: Arc<tokio::sync::Mutex<EventLog>>,
-    activity: Arc<Activity>,
-}
-
-impl ProxySession {
-    fn new(app_id: String, port: Port) -> Self {
-        let events = EventLog::new(port.take_notifications());
-        Self {
-            app_id,
-            port,
-            events: Arc::new(tokio::sync::Mutex::new(events)),
-            activity: Activity::new(),
-        }
-    }
-}
-
-impl Session for ProxySession {
-    fn group(&self) -> &str {
-        &self.app_id
-    }
-
-    fn activity(&self) -> &Arc<Activity> {
-        &self.activity
-    }
-
-    fn describe(&self) -> String {
-        format!("app {} port {}", self.app_id, self.port.id())
-    }
+/// What `/apps/mcp/{appId}` works with.
+#[derive(Clone)]
+pub(crate) struct ProxyState {
+    pub(crate) supervisor: Supervisor,
+    /// The browser sessions of every app.
+    pub(crate) sessions: ProxySessions,
+    /// Whether views may only call tools whose visibility includes `"app"`.
+    pub(crate) enforce_app_visibility: bool,
 }
 
 /// The app a request of `/apps/mcp/{appId}` names; unknown ids are 404 (never a fall-through
 /// to the gateway's own tools).
 pub(crate) struct ProxyApp(AppHandle);
 
-impl FromRequestParts<AppState> for ProxyApp {
+impl FromRequestParts<ProxyState> for ProxyApp {
     type Rejection = Response;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+    async fn from_request_parts(parts: &mut Parts, state: &ProxyState) -> Result<Self, Response> {
         let Path(app_id) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(IntoResponse::into_response)?;
-        state
-            .parts
-            .supervisor
-            .get(&app_id)
-            .map(Self)
-            .ok_or_else(|| {
-                rpc_error(
-                    StatusCode::NOT_FOUND,
-                    None,
-                    -32001,
-                    &format!("there is no app '{app_id}' on this gateway"),
-                )
-            })
-    }
-}
-
-/// Query parameters of `/apps/mcp/{appId}`.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ProxyQuery {
-    /// The agent session to attribute view calls to (`_meta.sessionId`).
-    session_id: Option<String>,
-}
-
-fn running(app: &AppHandle, id: Option<&RawValue>) -> Result<(), Response> {
-    let state = app.lifecycle();
-    if state == Lifecycle::Running {
-        Ok(())
-    } else {
-        Err(rpc_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            id,
-            -32002,
-            &format!("app '{}' is not running (it is {state})", app.id()),
-        ))
+        state.supervisor.get(&app_id).map(Self).ok_or_else(|| {
+            rpc_error(
+                StatusCode::NOT_FOUND,
+                None,
+                -32001,
+                &format!("there is no app '{app_id}' on this gateway"),
+            )
+        })
     }
 }
 
@@ -143,7 +91,7 @@ fn running(app: &AppHandle, id: Option<&RawValue>) -> Result<(), Response> {
     fields(app = %app.id(), method = tracing::field::Empty)
 )]
 pub(crate) async fn post(
-    State(state): State<AppState>,
+    State(state): State<ProxyState>,
     ProxyApp(app): ProxyApp,
     Query(query): Query<ProxyQuery>,
     headers: HeaderMap,
@@ -159,8 +107,15 @@ pub(crate) async fn post(
     if message.kind() == MessageKind::Request && message.method().as_deref() == Some("initialize") {
         return initialize(&state, &app, &message).await;
     }
-    if crate::streamable::modern::is_modern(&headers, &message) {
-        return modern::post(&state, &app, &query, &headers, message).await;
+    if is_modern(&headers, &message) {
+        return modern::post(
+            state.enforce_app_visibility,
+            &app,
+            &query,
+            &headers,
+            message,
+        )
+        .await;
     }
     let id = message.id().map(ToOwned::to_owned);
     let (session_key, session, busy) = match session_of(&state, &app, &headers, id.as_deref()) {
@@ -170,7 +125,7 @@ pub(crate) async fn post(
     if let Err(response) = check_version(&headers, session.port.protocol_version(), id.as_deref()) {
         return response;
     }
-    let message = match authorize(&state, &app, &query, message) {
+    let message = match authorize(state.enforce_app_visibility, &app, &query, message) {
         Ok(message) => message,
         Err(response) => return response,
     };
@@ -179,7 +134,7 @@ pub(crate) async fn post(
 
 /// A new session: a port on the app's upstream session, answered with the upstream's own
 /// `InitializeResult` in the version agreed with this client.
-async fn initialize(state: &AppState, app: &AppHandle, message: &RawMessage) -> Response {
+async fn initialize(state: &ProxyState, app: &AppHandle, message: &RawMessage) -> Response {
     let id = message.id();
     if let Err(response) = running(app, id) {
         return response;
@@ -224,7 +179,7 @@ async fn initialize(state: &AppState, app: &AppHandle, message: &RawMessage) -> 
 
 /// The session a request names, kept busy while the guard lives, or why there is none.
 fn session_of(
-    state: &AppState,
+    state: &ProxyState,
     app: &AppHandle,
     headers: &HeaderMap,
     id: Option<&RawValue>,
@@ -249,63 +204,9 @@ fn session_of(
     }
 }
 
-/// What this session may send: a view may call only tools visible to apps; view calls carry
-/// the agent session they belong to.
-fn authorize(
-    state: &AppState,
-    app: &AppHandle,
-    query: &ProxyQuery,
-    mut message: RawMessage,
-) -> Result<RawMessage, Response> {
-    if message.kind() != MessageKind::Request {
-        return Ok(message);
-    }
-    let id = message.id().map(ToOwned::to_owned);
-    let method = message.method().unwrap_or_default();
-    if method == "tools/call" && state.config.enforce_app_visibility {
-        let name = message
-            .path(&["params", "name"])
-            .and_then(|n| serde_json::from_str::<String>(n.get()).ok())
-            .unwrap_or_default();
-        if let Some(tool) = app.descriptors().tool(&name)
-            && !tool.visibility.app
-        {
-            debug!(app = %app.id(), tool = %name, "refused a view's call of a tool that is not visible to apps");
-            let why = if tool.visibility.malformed {
-                "its visibility metadata is malformed"
-            } else {
-                "its visibility does not include \"app\""
-            };
-            return Err(json_reply(
-                RawMessage::error_response(
-                    id.as_deref(),
-                    -32602,
-                    &format!("tool '{name}' cannot be called from an app view: {why}"),
-                ),
-                None,
-            ));
-        }
-    }
-    if let Some(agent_session) = query.session_id.as_deref().filter(|s| !s.is_empty())
-        && matches!(method.as_str(), "tools/call" | "resources/read")
-        && let Err(err) = message.set_path(
-            &["params", "_meta", "sessionId"],
-            &raw_string(agent_session),
-        )
-    {
-        return Err(rpc_error(
-            StatusCode::BAD_REQUEST,
-            id.as_deref(),
-            -32602,
-            &err.to_string(),
-        ));
-    }
-    Ok(message)
-}
-
 /// Sends the message through the session's port and replies.
 async fn forward(
-    state: &AppState,
+    state: &ProxyState,
     session_key: &str,
     session: &ProxySession,
     busy: Busy,
@@ -337,11 +238,11 @@ async fn forward(
 /// `GET /apps/mcp/{appId}`: the session's stream of server notifications, one at a time;
 /// reopenable, and resumed after `Last-Event-ID`.
 pub(crate) async fn get(
-    State(state): State<AppState>,
+    State(state): State<ProxyState>,
     ProxyApp(app): ProxyApp,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(refused) = crate::streamable::modern::refuse_get_or_delete(&headers) {
+    if let Some(refused) = refuse_get_or_delete(&headers) {
         return refused;
     }
     if let Err(response) = require_event_stream(&headers) {
@@ -365,11 +266,11 @@ pub(crate) async fn get(
 
 /// `DELETE /apps/mcp/{appId}`: ends the session; its in-flight requests are cancelled.
 pub(crate) async fn delete(
-    State(state): State<AppState>,
+    State(state): State<ProxyState>,
     ProxyApp(app): ProxyApp,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(refused) = crate::streamable::modern::refuse_get_or_delete(&headers) {
+    if let Some(refused) = refuse_get_or_delete(&headers) {
         return refused;
     }
     let Some(session_key) = header_text(&headers, &SESSION_HEADER) else {

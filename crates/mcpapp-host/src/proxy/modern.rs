@@ -1,20 +1,21 @@
 //! 2026-07-28 clients on `/apps/mcp/{appId}`: no `initialize` and no session (the checks
-//! every such POST must pass are in `streamable::modern`). Each request travels through a
+//! every such POST must pass are in `streamable_http::modern`). Each request travels through a
 //! port of its own on the app's one upstream session, which lives as long as the request's
 //! exchange; `server/discover` is answered by the gateway from the app's handshake.
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use mcpapp_supervisor::{AppHandle, MessageKind, PortError, PortReply, RawMessage};
+use mcpapp_manifest::Era;
+use mcpapp_session::{MessageKind, PortError, PortReply, RawMessage};
+use mcpapp_supervisor::AppHandle;
 
-use super::{ProxyQuery, authorize, running};
-use crate::state::AppState;
-use crate::streamable::modern::check;
-use crate::streamable::{Era, final_reply, rpc_error, stream_reply};
+use super::admission::{ProxyQuery, authorize, running};
+use crate::streamable_http::modern::check;
+use crate::streamable_http::{final_reply, rpc_error, stream_reply};
 
 /// A modern client's POST.
 pub(super) async fn post(
-    state: &AppState,
+    enforce_app_visibility: bool,
     app: &AppHandle,
     query: &ProxyQuery,
     headers: &HeaderMap,
@@ -31,7 +32,7 @@ pub(super) async fn post(
     if let Err(response) = running(app, id.as_deref()) {
         return response;
     }
-    let message = match authorize(state, app, query, message) {
+    let message = match authorize(enforce_app_visibility, app, query, message) {
         Ok(message) => message,
         Err(response) => return response,
     };

@@ -19,8 +19,8 @@ use mcpapp_supervisor::Supervisor;
 use serde::Serialize;
 use tracing::{info, warn};
 
+use crate::app_events::AppEvents;
 use crate::config::GatewaySettings;
-use crate::events::AppEvents;
 use plan::{Kept, Targets, keep_running};
 
 /// Where the gateway's configuration comes from, so that it can be read again: an optional

@@ -20,9 +20,9 @@ use super::{Reloader, Trigger};
 
 /// A burst ends after this long without a relevant change: long enough for an editor's
 /// write-and-rename or a `cp -r` of an app folder, short enough to feel immediate.
-pub(crate) const QUIET: Duration = Duration::from_millis(150);
+const QUIET: Duration = Duration::from_millis(150);
 /// A burst that never goes quiet (a tool rewriting files in a loop) is applied this often.
-pub(crate) const LONGEST_BURST: Duration = Duration::from_secs(1);
+const LONGEST_BURST: Duration = Duration::from_secs(1);
 
 /// Why the watcher could not start.
 #[derive(Debug, thiserror::Error)]

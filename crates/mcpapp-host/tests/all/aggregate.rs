@@ -536,7 +536,7 @@ impl<S: tracing::Subscriber> Layer<S> for ListenCounts {
             }
             fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
         }
-        if event.metadata().target() != "mcpapp_host::mcp::listen" {
+        if event.metadata().target() != "mcpapp_host::aggregate::listen" {
             return;
         }
         let mut count = Count(None);

@@ -1,6 +1,7 @@
 //! Both MCP eras through `/apps/mcp/{appId}`: clients of 2026-07-28 (no `initialize`, no
 //! session) and of 2025-11-25, on the one upstream session of an app of either era.
 
+use mcpapp_manifest::Era;
 use mcpapp_testkit::{AppsDir, HttpApp, Over, bin};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
@@ -161,13 +162,6 @@ async fn an_auto_mode_client_negotiates_2026_on_the_proxy() {
     assert!(!client.list_all_tools().await.unwrap().is_empty());
     client.cancel().await.unwrap();
     gateway.shutdown().await;
-}
-
-/// Which era an app or a client speaks, in the matrix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Era {
-    Legacy,
-    Modern,
 }
 
 /// The fixture as an app of `era` over `over`; the HTTP server is returned to keep it alive.

@@ -4,6 +4,7 @@
 // Test helpers may panic: a panic is a failed test with a clear location.
 #![allow(clippy::unwrap_used, clippy::needless_pass_by_value)]
 
+mod abandoned;
 mod aggregate;
 mod apps;
 mod chat;
@@ -11,6 +12,7 @@ mod connections;
 mod elicitation;
 mod eras;
 mod faithful;
+mod installer;
 mod mcp_server;
 mod metrics;
 mod proxy;

@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use mcpapp_supervisor::MCP_APP_MIME;
+use mcpapp_manifest::MCP_APP_MIME_TYPE as MCP_APP_MIME;
 use mcpapp_testkit::{AppsDir, bin};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ClientRequest,

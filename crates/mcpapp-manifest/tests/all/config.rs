@@ -178,3 +178,89 @@ fn other_sections_bind_generically() {
     assert_eq!(section.value.bind.as_deref(), Some("127.0.0.1:0"));
     assert_eq!(section.findings.len(), 1);
 }
+
+#[test]
+fn registries_and_the_secrets_file_bind_case_insensitively() {
+    let parsed = mcp_apps(
+        r#"{"McpApps": {"Enabled": true, "registries": [{"name": "local", "URL": "http://127.0.0.1:9/"}],
+            "SecretsFile": "state/secrets.json", "Registries2": 1}}"#,
+    );
+    assert_eq!(parsed.value.registries.len(), 1);
+    assert_eq!(parsed.value.registries[0].name, "local");
+    assert_eq!(parsed.value.registries[0].url, "http://127.0.0.1:9/");
+    assert_eq!(
+        parsed.value.secrets_file.as_deref(),
+        Some("state/secrets.json")
+    );
+    assert_eq!(parsed.findings.len(), 1, "{:?}", parsed.findings);
+    assert!(parsed.findings[0].message.contains("Registries2"));
+}
+
+#[test]
+fn an_entry_reads_its_oauth_settings_case_insensitively() {
+    let section = mcp_apps(
+        r#"{"McpApps": {"Enabled": true, "Entries": {"crm": {"oauth": {
+            "enabled": true, "clientid": "gw-client", "CLIENTSECRET": "env:CRM_SECRET",
+            "Issuer": "https://login.example.com", "Scopes": ["crm.read", "crm.write"],
+            "RedirectBaseUrl": "https://gw.example.com"
+        }}}}}"#,
+    );
+    assert!(section.findings.is_empty(), "{:?}", section.findings);
+    let oauth = &section.value.entries["crm"].oauth;
+    assert!(oauth.is_enabled());
+    assert_eq!(oauth.client_id.as_deref(), Some("gw-client"));
+    assert_eq!(oauth.client_secret.as_deref(), Some("env:CRM_SECRET"));
+    assert_eq!(oauth.issuer.as_deref(), Some("https://login.example.com"));
+    assert_eq!(oauth.scopes, ["crm.read", "crm.write"]);
+    assert_eq!(
+        oauth.redirect_base_url.as_deref(),
+        Some("https://gw.example.com")
+    );
+    assert!(oauth.problems().is_empty(), "{:?}", oauth.problems());
+
+    let refused = mcp_apps(r#"{"McpApps": {"Entries": {"crm": {"OAuth": {"Enabled": false}}}}}"#);
+    assert!(!refused.value.entries["crm"].oauth.is_enabled());
+    assert!(McpAppEntryConfig::default().oauth.is_enabled());
+    let typo = mcp_apps(r#"{"McpApps": {"Entries": {"crm": {"OAuth": {"ClientSecrets": "x"}}}}}"#);
+    assert!(
+        typo.findings
+            .iter()
+            .any(|f| f.message.contains("did you mean `ClientSecret`")),
+        "{:?}",
+        typo.findings
+    );
+}
+
+#[test]
+fn oauth_settings_name_their_problems_without_quoting_a_secret() {
+    let oauth = mcpapp_manifest::OAuthEntryConfig {
+        client_secret: Some("s3cr3t-value".into()),
+        client_id: Some(" ".into()),
+        scopes: vec!["a b".into()],
+        redirect_base_url: Some("https://gw.example.com/path".into()),
+        ..Default::default()
+    };
+    let problems = oauth.problems();
+    assert_eq!(problems.len(), 4, "{problems:?}");
+    assert!(problems[0].contains("`OAuth.ClientSecret` must be an `env:NAME` reference"));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("`OAuth.ClientId` is blank"))
+    );
+    assert!(problems.iter().any(|p| p.contains("`OAuth.Scopes`")));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("`OAuth.RedirectBaseUrl`"))
+    );
+    assert!(problems.iter().all(|p| !p.contains("s3cr3t")));
+    let orphan = mcpapp_manifest::OAuthEntryConfig {
+        client_secret: Some("env:X".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        orphan.problems(),
+        ["`OAuth.ClientSecret` is set without `OAuth.ClientId`"]
+    );
+}

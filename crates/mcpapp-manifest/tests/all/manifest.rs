@@ -250,3 +250,31 @@ fn display_name_falls_back_to_the_id() {
     let m = parse(r#"{"id":"x","name":"Named"}"#);
     assert_eq!(m.display_name(), "Named");
 }
+
+#[test]
+fn an_install_record_round_trips_and_its_fields_are_checked() {
+    let text = r#"{
+        "id": "time", "command": ".mcpapp-runtime/1/venv/bin/mcp-server-time",
+        "environment": {"TOKEN": "secret:TOKEN"},
+        "install": {"source": "pypi", "requested": "pypi:mcp-server-time", "identifier": "mcp-server-time",
+                    "version": "2026.10.19", "integrity": "sha256-ab", "inputs": {"tz": "UTC"},
+                    "secretInputs": ["token"], "instaledAt": "typo"}
+    }"#;
+    let parsed = mcpapp_manifest::McpAppManifest::parse(text).unwrap();
+    let record = parsed.manifest.install.clone().unwrap();
+    assert_eq!(record.version, "2026.10.19");
+    assert_eq!(record.inputs["tz"], "UTC");
+    assert_eq!(record.secret_inputs, ["token"]);
+    assert_eq!(parsed.findings.len(), 1, "{:?}", parsed.findings);
+    assert!(
+        parsed.findings[0].message.contains("installedAt"),
+        "{}",
+        parsed.findings[0].message
+    );
+    let again = mcpapp_manifest::McpAppManifest::parse(&parsed.manifest.to_json_pretty()).unwrap();
+    assert_eq!(again.manifest, parsed.manifest);
+    assert_eq!(
+        mcpapp_manifest::secret_reference(&parsed.manifest.environment["TOKEN"]),
+        Some("TOKEN")
+    );
+}

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -34,13 +34,21 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
-use super::connector::{ClientError, HttpClient};
-use super::{LinkEvent, LinkEvents};
-use crate::raw::{MessageKind, RawMessage, raw_json};
-use crate::router::{Key, Origin};
+use mcpapp_manifest::Era;
+use mcpapp_session::{
+    CloseFuture, Link, LinkEvent, LinkEvents, MessageKind, Origin, RawMessage, RequestKey as Key,
+    request_protocol_version,
+};
+use serde_json::value::RawValue;
 
-const SESSION_HEADER: &str = "mcp-session-id";
-const PROTOCOL_HEADER: &str = "mcp-protocol-version";
+use super::connector::{ClientError, HttpClient};
+use super::headers::{PROTOCOL_HEADER, SESSION_HEADER, modern_headers, request_uri};
+
+/// A request's id from its key (its raw JSON text, which the router made from the id).
+fn key_id(key: &Key) -> Box<RawValue> {
+    RawValue::from_string(key.clone()).unwrap_or_else(|_| RawValue::NULL.to_owned())
+}
+
 const LAST_EVENT_HEADER: &str = "last-event-id";
 /// Largest JSON response body accepted.
 const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -290,22 +298,32 @@ impl Drop for HandedOver {
     }
 }
 
-impl HttpLink {
-    pub(crate) fn set_era(&self, era: crate::era::Era) {
+impl Link for HttpLink {
+    /// A modern HTTP session has no session id and no GET stream, carries the era's headers
+    /// on every POST, and cancels by closing a request's response stream.
+    fn set_era(&self, era: Era) {
         self.inner
             .modern
-            .store(era == crate::era::Era::Modern, Ordering::SeqCst);
+            .store(era == Era::Modern, Ordering::SeqCst);
     }
 
-    pub(crate) fn send(&self, message: RawMessage, request: Option<Key>) {
+    fn send(&self, message: RawMessage, request: Option<Key>) {
         if let Err(mpsc::error::SendError((_, request))) = self.outgoing.send((message, request)) {
             self.inner
                 .fail_request(&request, "the connection to the app is closed");
         }
     }
 
-    /// Ends the session: stops the GET stream and sends DELETE (best effort).
-    pub(crate) async fn close(&self) {
+    /// Ends the session: stops the GET stream and sends DELETE (best effort); `grace` is a
+    /// process's, and means nothing here.
+    fn close(&self, _grace: Duration) -> CloseFuture<'_> {
+        Box::pin(self.end())
+    }
+}
+
+impl HttpLink {
+    /// Stops the GET stream and sends DELETE (best effort).
+    async fn end(&self) {
         let inner = &self.inner;
         inner.stop.cancel();
         let session = inner.session_id();
@@ -390,7 +408,7 @@ impl Inner {
     /// Answers a request that will get no answer from the server, so nobody waits forever.
     fn fail_request(&self, request: &Option<Key>, message: &str) {
         if let Some(key) = request {
-            let id = raw_json(key.clone());
+            let id = key_id(key);
             self.emit(
                 RawMessage::error_response(Some(&id), -32603, message),
                 Origin::Post(key.clone()),
@@ -412,26 +430,13 @@ impl Inner {
         let method = message.method();
         let is_initialize = method.as_deref() == Some("initialize");
         let is_initialized = method.as_deref() == Some("notifications/initialized");
-        let headers = match crate::era::request_version(&message) {
-            // A modern request stands alone: its era's headers, no session.
-            Some(version) if crate::era::is_modern(&version) => {
-                modern_headers(&self.spec.headers, &message, &version)
-            }
-            _ if is_initialize => self.spec.headers.clone(),
-            _ => self.session_headers(),
-        };
+        let headers = self.post_headers(&message, is_initialize);
         let body = bytes::Bytes::from(message.into_string());
         let body = HandedOver {
             len: body.len() as u64,
             data: Some(body),
             sent,
         };
-        let mut headers = headers;
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
         let sent = self
             .client
             .request(self.request(Method::POST, headers, body))
@@ -464,34 +469,7 @@ impl Inner {
             return;
         }
         if !status.is_success() {
-            let body = read_limited(response)
-                .await
-                .map(|body| String::from_utf8_lossy(&body).into_owned())
-                .unwrap_or_default();
-            // A server that could not take the request often says why in a JSON-RPC error;
-            // that error, under the request's id, is the best answer for the caller.
-            if let Some(key) = &request
-                && let Ok(mut error) = RawMessage::parse(body.trim())
-                && error.kind() == MessageKind::Error
-            {
-                error.set_id(&raw_json(key.clone()));
-                self.emit(error, Origin::Post(key.clone()));
-                return;
-            }
-            let snippet: String = body.chars().take(300).collect();
-            let text = format!(
-                "the app answered HTTP {status}{}",
-                if snippet.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {snippet}")
-                }
-            );
-            if request.is_some() {
-                self.fail_request(&request, &text);
-            } else {
-                warn!("{text}");
-            }
+            self.refused(response, &request).await;
             return;
         }
         let content_type = response
@@ -514,15 +492,72 @@ impl Inner {
             self.fail_request(&request, "the app closed the response without answering");
         }
         if is_initialized && !self.get_started.swap(true, Ordering::SeqCst) {
-            // Servers may send what they cannot tie to a request (a tool's elicitation, say)
-            // only on this stream, and drop it when none is open; so it is opened before
-            // anything after `initialized` leaves (this exchange is a barrier).
-            let (ready, opened) = oneshot::channel();
-            let inner = self.clone();
-            let span = self.span.clone();
-            tokio::spawn(async move { inner.get_stream(Some(ready)).await }.instrument(span));
-            let _ = tokio::time::timeout(GET_OPEN_WAIT, opened).await;
+            self.open_get_stream().await;
         }
+    }
+
+    /// The headers of a POST of `message`.
+    fn post_headers(&self, message: &RawMessage, is_initialize: bool) -> HeaderMap {
+        let mut headers = match request_protocol_version(message) {
+            // A modern request stands alone: its era's headers, no session.
+            Some(version) if Era::of_version(&version) == Era::Modern => {
+                modern_headers(&self.spec.headers, message, &version)
+            }
+            _ if is_initialize => self.spec.headers.clone(),
+            _ => self.session_headers(),
+        };
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        headers
+    }
+
+    /// Answers `request` (or warns, for a message without an answer) when the server did not
+    /// take a POST: with the JSON-RPC error its body holds, else with the HTTP status.
+    async fn refused(&self, response: Response, request: &Option<Key>) {
+        let status = response.status();
+        let body = read_limited(response)
+            .await
+            .map(|body| String::from_utf8_lossy(&body).into_owned())
+            .unwrap_or_default();
+        // A server that could not take the request often says why in a JSON-RPC error;
+        // that error, under the request's id, is the best answer for the caller.
+        if let Some(key) = request
+            && let Ok(mut error) = RawMessage::parse(body.trim())
+            && error.kind() == MessageKind::Error
+        {
+            error.set_id(&key_id(key));
+            self.emit(error, Origin::Post(key.clone()));
+            return;
+        }
+        let snippet: String = body.chars().take(300).collect();
+        let text = format!(
+            "the app answered HTTP {status}{}",
+            if snippet.is_empty() {
+                String::new()
+            } else {
+                format!(": {snippet}")
+            }
+        );
+        if request.is_some() {
+            self.fail_request(request, &text);
+        } else {
+            warn!("{text}");
+        }
+    }
+
+    /// Opens the standalone GET stream and waits (a little) until it is open. Servers may
+    /// send what they cannot tie to a request (a tool's elicitation, say) only on this
+    /// stream, and drop it when none is open; so it is opened before anything after
+    /// `initialized` leaves (that exchange is a barrier).
+    async fn open_get_stream(self: &Arc<Self>) {
+        let (ready, opened) = oneshot::channel();
+        let inner = self.clone();
+        let span = self.span.clone();
+        tokio::spawn(async move { inner.get_stream(Some(ready)).await }.instrument(span));
+        let _ = tokio::time::timeout(GET_OPEN_WAIT, opened).await;
     }
 
     fn note_initialize(&self, message: &RawMessage) {
@@ -546,7 +581,7 @@ impl Inner {
     ) -> bool {
         let body = match read_limited(response)
             .await
-            .and_then(|body| String::from_utf8(body).map_err(|e| e.to_string()))
+            .and_then(|body| Ok(String::from_utf8(body)?))
         {
             Ok(body) => body,
             Err(text) => {
@@ -803,52 +838,6 @@ impl Inner {
     }
 }
 
-/// The headers of a 2026-07-28 POST (SEP-2243): the version, the method and, for a call,
-/// prompt or read, its name or URI (encoded when it is not plain visible ASCII).
-fn modern_headers(base: &HeaderMap, message: &RawMessage, version: &str) -> HeaderMap {
-    let mut headers = base.clone();
-    if let Ok(value) = HeaderValue::from_str(version) {
-        headers.insert(HeaderName::from_static(PROTOCOL_HEADER), value);
-    }
-    let method = message.method().unwrap_or_default();
-    if let Ok(value) = HeaderValue::from_str(&method) {
-        headers.insert(HeaderName::from_static("mcp-method"), value);
-    }
-    let name_field = match method.as_str() {
-        "tools/call" | "prompts/get" => Some("name"),
-        "resources/read" => Some("uri"),
-        _ => None,
-    };
-    if let Some(field) = name_field
-        && let Some(name) = message
-            .path(&["params", field])
-            .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
-        && let Ok(value) = HeaderValue::from_str(&header_text(&name))
-    {
-        headers.insert(HeaderName::from_static("mcp-name"), value);
-    }
-    headers
-}
-
-/// A header value as SEP-2243 writes it: plain visible ASCII as is, anything else (and text
-/// that could be mistaken for the encoding) as `=?base64?…?=`.
-fn header_text(text: &str) -> String {
-    use base64::Engine;
-    let plain = !text.is_empty()
-        && text.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && !text.starts_with(' ')
-        && !text.ends_with(' ')
-        && !text.starts_with("=?");
-    if plain {
-        text.to_owned()
-    } else {
-        format!(
-            "=?base64?{}?=",
-            base64::engine::general_purpose::STANDARD.encode(text.as_bytes())
-        )
-    }
-}
-
 type LegacyError = hyper_util::client::legacy::Error;
 
 /// Reads a response stream to its end (briefly), so that its connection goes back to the
@@ -871,46 +860,17 @@ where
     }
 }
 
-/// The spec's URL as a request URI. Credentials in it become a basic `Authorization` header
-/// (unless the manifest sets one), as reqwest made them, and leave the URI; a fragment is
-/// never sent.
-fn request_uri(spec: &mut HttpSpec) -> Result<Uri, ConnectError> {
-    use base64::Engine;
-    let mut url = spec.url.clone();
-    url.set_fragment(None);
-    let decode = |text: &str| {
-        percent_encoding::percent_decode_str(text)
-            .decode_utf8_lossy()
-            .into_owned()
-    };
-    let username = decode(url.username());
-    let password = url.password().map(decode);
-    if (!username.is_empty() || password.is_some()) && !spec.headers.contains_key(AUTHORIZATION) {
-        let credentials = format!("{username}:{}", password.unwrap_or_default());
-        let encoded = base64::engine::general_purpose::STANDARD.encode(credentials);
-        let mut value =
-            HeaderValue::from_str(&format!("Basic {encoded}")).map_err(|_| ConnectError::Url)?;
-        value.set_sensitive(true);
-        spec.headers.insert(AUTHORIZATION, value);
-    }
-    url.set_username("").map_err(|()| ConnectError::Url)?;
-    url.set_password(None).map_err(|()| ConnectError::Url)?;
-    url.as_str().parse().map_err(|_| ConnectError::Url)
-}
-
 /// Reads a whole response body, up to [`MAX_BODY_BYTES`].
-async fn read_limited(response: Response) -> Result<Vec<u8>, String> {
+async fn read_limited(response: Response) -> Result<Vec<u8>, BodyError> {
     let mut body = Vec::new();
     let mut incoming = response.into_body();
     while let Some(frame) = incoming.frame().await {
-        let frame = frame.map_err(|e| describe_body_error(&e))?;
+        let frame = frame.map_err(BodyError::Read)?;
         let Ok(chunk) = frame.into_data() else {
             continue;
         };
         if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(format!(
-                "the response is larger than {MAX_BODY_BYTES} bytes"
-            ));
+            return Err(BodyError::TooLarge);
         }
         body.extend_from_slice(&chunk);
     }
@@ -925,6 +885,20 @@ fn describe_error(err: &LegacyError) -> String {
         "the request failed"
     };
     with_causes(text, std::error::Error::source(err))
+}
+
+/// Why a response body could not be had whole.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    /// The connection failed while the body was read.
+    #[error("{}", describe_body_error(.0))]
+    Read(hyper::Error),
+    /// The body exceeded [`MAX_BODY_BYTES`].
+    #[error("the response is larger than {MAX_BODY_BYTES} bytes")]
+    TooLarge,
+    /// A JSON body that is not UTF-8.
+    #[error(transparent)]
+    NotUtf8(#[from] std::string::FromUtf8Error),
 }
 
 fn describe_body_error(err: &hyper::Error) -> String {
@@ -942,45 +916,4 @@ fn with_causes(text: &str, mut source: Option<&(dyn std::error::Error + 'static)
         source = cause.source();
     }
     text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec(url: &str, headers: &[(&'static str, &str)]) -> HttpSpec {
-        let mut map = HeaderMap::new();
-        for (name, value) in headers {
-            map.insert(*name, HeaderValue::from_str(value).unwrap());
-        }
-        HttpSpec {
-            url: url::Url::parse(url).unwrap(),
-            headers: map,
-        }
-    }
-
-    #[test]
-    fn credentials_in_the_url_become_a_sensitive_basic_header_and_leave_the_uri() {
-        let mut with = spec("https://ann:p%40ss@example.test:8443/mcp?x=1#frag", &[]);
-        let uri = request_uri(&mut with).unwrap();
-        assert_eq!(uri.to_string(), "https://example.test:8443/mcp?x=1");
-        let auth = &with.headers[AUTHORIZATION];
-        // base64("ann:p@ss")
-        assert_eq!(auth, "Basic YW5uOnBAc3M=");
-        assert!(auth.is_sensitive());
-    }
-
-    #[test]
-    fn the_manifests_own_authorization_header_wins_over_url_credentials() {
-        let mut with = spec(
-            "http://ann:secret@127.0.0.1:1/mcp",
-            &[("authorization", "Bearer t")],
-        );
-        let uri = request_uri(&mut with).unwrap();
-        assert_eq!(uri.to_string(), "http://127.0.0.1:1/mcp");
-        assert_eq!(with.headers[AUTHORIZATION], "Bearer t");
-        let mut without = spec("http://127.0.0.1:1/mcp", &[]);
-        request_uri(&mut without).unwrap();
-        assert!(!without.headers.contains_key(AUTHORIZATION));
-    }
 }

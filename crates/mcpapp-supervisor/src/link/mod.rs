@@ -1,69 +1,55 @@
-//! Byte-level connections to an app's upstream MCP session: a child process's stdio, or a
-//! Streamable HTTP session. Both speak whole JSON-RPC messages and tag what they receive with
-//! where it arrived, so one router serves both.
-
-use tokio::sync::mpsc;
-
-use crate::raw::RawMessage;
-use crate::router::{Key, Origin};
+//! The links to processes and endpoints: a child process's stdio, or a Streamable HTTP
+//! session. Both implement `mcpapp_session::Link`: they carry whole JSON-RPC messages and tag
+//! what they receive with where it arrived, so the session's one router serves both.
 
 mod connector;
+mod headers;
 pub(crate) mod http;
 pub(crate) mod stdio;
 
-/// Something that happened on a link.
-#[derive(Debug)]
-pub(crate) enum LinkEvent {
-    /// A message from the server.
-    Message { message: RawMessage, origin: Origin },
-    /// A line or event that is not a JSON-RPC message; kept for error reports.
-    Garbage(String),
-    /// The link is gone for good; the reason is for people.
-    Closed(String),
+use std::sync::Arc;
+
+use mcpapp_session::{Link, LinkEvents};
+
+use crate::launch::LaunchPlan;
+
+/// Why a link could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LinkError {
+    /// The child process could not be started.
+    #[error("cannot start '{program}': {source}")]
+    Spawn {
+        /// The program, as launched.
+        program: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The HTTP client could not be built for the app's URL.
+    #[error("cannot create an HTTP client: {0}")]
+    Http(#[source] http::ConnectError),
 }
 
-/// Where a link reports what it receives.
-pub(crate) type LinkEvents = mpsc::UnboundedSender<LinkEvent>;
-
-/// An open link.
-#[derive(Debug)]
-pub(crate) enum Link {
-    Stdio(stdio::StdioLink),
-    Http(http::HttpLink),
-}
-
-impl Link {
-    /// Sends one message; `request` is its upstream id when it is a request.
-    pub(crate) fn send(&self, message: RawMessage, request: Option<Key>) {
-        match self {
-            Self::Stdio(link) => link.send(message),
-            Self::Http(link) => link.send(message, request),
+/// Opens the link `plan` names, reporting on `events`: starts the child of a stdio app (and
+/// returns its process id) or builds the client of an HTTP app (nothing is sent yet).
+///
+/// # Errors
+/// Why the child could not be started or the client built, for the app's failure reason.
+pub(crate) fn open(
+    plan: LaunchPlan,
+    events: LinkEvents,
+) -> Result<(Arc<dyn Link>, Option<u32>), LinkError> {
+    match plan {
+        LaunchPlan::Stdio(spawn) => {
+            let link = stdio::spawn(&spawn, events).map_err(|source| LinkError::Spawn {
+                program: spawn.program.display().to_string(),
+                source,
+            })?;
+            let pid = link.pid();
+            Ok((Arc::new(link), Some(pid)))
         }
-    }
-
-    /// Ends the session politely, then forcefully: closes stdin, terminates the process group
-    /// and kills it after `grace`; or ends the HTTP session with a DELETE.
-    pub(crate) async fn close(&self, grace: std::time::Duration) {
-        match self {
-            Self::Stdio(link) => link.close(grace).await,
-            Self::Http(link) => link.close().await,
-        }
-    }
-
-    /// Says which era the upstream speaks. A modern HTTP session has no session id and no GET
-    /// stream, carries the era's headers on every POST, and cancels by closing a request's
-    /// response stream.
-    pub(crate) fn set_era(&self, era: crate::era::Era) {
-        if let Self::Http(link) = self {
-            link.set_era(era);
-        }
-    }
-
-    /// The process id, for stdio links.
-    pub(crate) fn pid(&self) -> Option<u32> {
-        match self {
-            Self::Stdio(link) => Some(link.pid()),
-            Self::Http(_) => None,
+        LaunchPlan::Http(spec) => {
+            let link = http::connect(spec, events).map_err(LinkError::Http)?;
+            Ok((Arc::new(link), None))
         }
     }
 }

@@ -17,10 +17,9 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{Instrument, debug, warn};
 
-use super::{LinkEvent, LinkEvents};
+use mcpapp_session::{CloseFuture, Link, LinkEvent, LinkEvents, Origin, RawMessage, RequestKey};
+
 use crate::keeper::{KEEPER_ENV, Keeper};
-use crate::raw::RawMessage;
-use crate::router::Origin;
 
 /// Longest stdout line accepted; a longer one ends the link (it cannot be a sane message).
 const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
@@ -407,7 +406,14 @@ pub(crate) fn spawn(spec: &StdioSpawn, events: LinkEvents) -> std::io::Result<St
 }
 
 impl StdioLink {
-    pub(crate) fn send(&self, message: RawMessage) {
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+}
+
+impl Link for StdioLink {
+    /// Writes the message as one line; `request` means nothing on stdio.
+    fn send(&self, message: RawMessage, _request: Option<RequestKey>) {
         let stdin = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(stdin) = stdin.as_ref() {
             // A closed channel means the writer ended with the process; the exit is reported
@@ -416,23 +422,21 @@ impl StdioLink {
         }
     }
 
-    pub(crate) fn pid(&self) -> u32 {
-        self.pid
-    }
-
     /// Closes stdin, sends SIGTERM to the group, waits up to `grace`, then kills it.
-    pub(crate) async fn close(&self, grace: Duration) {
-        self.stdin.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let terminate = self
-            .terminate
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(terminate) = terminate {
-            let _ = terminate.send(grace);
-        }
-        let mut exited = self.exited.clone();
-        let _ = exited.wait_for(Option::is_some).await;
+    fn close(&self, grace: Duration) -> CloseFuture<'_> {
+        Box::pin(async move {
+            self.stdin.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let terminate = self
+                .terminate
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            if let Some(terminate) = terminate {
+                let _ = terminate.send(grace);
+            }
+            let mut exited = self.exited.clone();
+            let _ = exited.wait_for(Option::is_some).await;
+        })
     }
 }
 

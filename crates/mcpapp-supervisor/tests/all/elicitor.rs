@@ -4,7 +4,8 @@
 use std::sync::{Arc, Mutex};
 
 use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::{ElicitFuture, ElicitationRequest, Elicitor, Supervisor};
+use mcpapp_session::{ElicitFuture, ElicitationRequest, Elicitor};
+use mcpapp_supervisor::Supervisor;
 use mcpapp_testkit::{AppsDir, HttpApp, Over, bin};
 use rmcp::model::{ElicitResult, ElicitationAction};
 use serde_json::json;

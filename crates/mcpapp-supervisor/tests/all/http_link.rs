@@ -5,8 +5,9 @@
 //! `TCP_NODELAY`.
 
 use mcpapp_manifest::Lifecycle;
+use mcpapp_session::{Port, PortReply, ResponseStream};
 use mcpapp_supervisor::mcp::CallToolResult;
-use mcpapp_supervisor::{AppHandle, PortReply, ResponseStream, SupervisorEvent};
+use mcpapp_supervisor::{AppHandle, SupervisorEvent};
 use mcpapp_testkit::{AppsDir, HttpApp};
 use serde_json::{Value, json};
 
@@ -28,7 +29,7 @@ async fn counters(app: &AppHandle) -> Value {
 }
 
 /// Sends a request on `port` and returns its response stream.
-async fn start(port: &mcpapp_supervisor::Port, request: Value) -> ResponseStream {
+async fn start(port: &Port, request: Value) -> ResponseStream {
     match port.send(msg(request)).await.unwrap() {
         PortReply::Stream(stream) => stream,
         other => panic!("expected a stream, got {other:?}"),

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::{CallError, CallPath, PortReply, Supervisor, SupervisorMetrics};
+use mcpapp_session::{CallPath, PortReply};
+use mcpapp_supervisor::{CallError, Supervisor, SupervisorMetrics};
 use mcpapp_testkit::{AppsDir, bin, eventually};
 use prometheus_client::registry::Registry;
 use serde_json::json;

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::{AppHandle, Port, PortError, PortReply, RawMessage, Supervisor};
+use mcpapp_session::{Port, PortError, PortReply, RawMessage};
+use mcpapp_supervisor::{AppHandle, Supervisor};
 use mcpapp_testkit::{AppsDir, Over, bin};
 use serde_json::{Value, json};
 

@@ -94,18 +94,34 @@ pub(crate) struct Run {
 /// Runs the adapter with `args` and the environment variable `scenario` sets (as the suite
 /// does), to its end.
 pub(crate) async fn run_adapter(args: &[&str], scenario: Option<&str>) -> Run {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_conformance-client"));
+    run_program(
+        env!("CARGO_BIN_EXE_conformance-client"),
+        args,
+        &[("MCP_CONFORMANCE_SCENARIO", scenario)],
+    )
+    .await
+}
+
+/// Runs the driver with `args` and the suite's variables (`None` removes one), to its end.
+pub(crate) async fn run_driver(args: &[&str], env: &[(&str, Option<&str>)]) -> Run {
+    run_program(env!("CARGO_BIN_EXE_conformance-driver"), args, env).await
+}
+
+async fn run_program(program: &str, args: &[&str], env: &[(&str, Option<&str>)]) -> Run {
+    let mut command = tokio::process::Command::new(program);
     command
         .args(args)
         .env("RUST_LOG", "info")
         .kill_on_drop(true);
-    match scenario {
-        Some(name) => command.env("MCP_CONFORMANCE_SCENARIO", name),
-        None => command.env_remove("MCP_CONFORMANCE_SCENARIO"),
-    };
+    for (name, value) in env {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
     let output = tokio::time::timeout(PATIENCE, command.output())
         .await
-        .expect("the adapter ends")
+        .expect("the program ends")
         .unwrap();
     let stdout = String::from_utf8(output.stdout).unwrap();
     let outcome = stdout

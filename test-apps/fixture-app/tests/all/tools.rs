@@ -43,6 +43,7 @@ async fn lists_tools_with_their_metadata_and_the_view(kind: Kind) {
         "echo",
         "slow",
         "hang",
+        "hangs",
         "cancellations",
         "freeze",
         "huge_output",
@@ -167,6 +168,13 @@ async fn hang_is_cancelled_and_counted(kind: Kind) {
     .await
     .unwrap();
     s.fixture.stderr_line("tool call 2: hang").await;
+    let waiting = s
+        .call("hangs", json!({"atLeast": 1, "waitMs": 20000}))
+        .await;
+    assert_eq!(
+        structured(&waiting),
+        &json!({"hanging": 1, "started": 1, "cancellations": 0})
+    );
     within(
         "notifications/cancelled",
         s.client
@@ -178,8 +186,15 @@ async fn hang_is_cancelled_and_counted(kind: Kind) {
     )
     .await
     .unwrap();
-    let counted = s.call("cancellations", json!({"waitMs": 20000})).await;
+    let counted = s
+        .call("cancellations", json!({"waitMs": 20000, "atLeast": 1}))
+        .await;
     assert_eq!(structured(&counted), &json!({"count": 1}));
+    let after = s.call("hangs", json!({})).await;
+    assert_eq!(
+        structured(&after),
+        &json!({"hanging": 0, "started": 1, "cancellations": 1})
+    );
 }
 
 async fn freeze_answers_then_goes_silent(kind: Kind) {

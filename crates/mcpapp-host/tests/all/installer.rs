@@ -1,0 +1,206 @@
+//! The "Add apps" view's routes (`/installer/…`): behind the token, a plan with its inputs,
+//! an install run as a job, bad values refused naming the input, secret values in no answer
+//! or job line, and removal.
+
+use std::time::{Duration, Instant};
+
+use mcpapp_discovery::Discovery;
+use mcpapp_install::{Installer, SecretStore};
+use mcpapp_manifest::{McpAppsConfig, RegistryConfig};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "installer-token-41aa";
+const SECRET: &str = "Bearer inst4ller-s3cret";
+
+async fn request(
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let client = reqwest::Client::new();
+    let mut request = client.request(method.parse().unwrap(), url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    assert!(
+        !text.contains("inst4ller-s3cret"),
+        "an answer holds the secret: {text}"
+    );
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// Polls a job until it ends.
+async fn finish(base: &str, job: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, body) = request(
+            "GET",
+            &format!("{base}/installer/jobs/{job}"),
+            Some(TOKEN),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        if body["state"] != "running" {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "the job did not end: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_add_apps_routes_are_behind_the_token_and_keep_secrets_out_of_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let apps = dir.path().join("apps");
+    let config = McpAppsConfig {
+        enabled: true,
+        registries: vec![RegistryConfig {
+            name: "nowhere".into(),
+            url: "http://127.0.0.1:9".into(),
+        }],
+        ..McpAppsConfig::default()
+    };
+    let discovery = Discovery::builder(config.clone())
+        .discovery_paths(vec![apps.display().to_string()], "/")
+        .build()
+        .unwrap();
+    // No probe: the remote endpoint of this test does not exist.
+    let installer = Installer::builder(
+        &apps,
+        SecretStore::new(dir.path().join("state/secrets.json")),
+    )
+    .config(config)
+    .discovery(discovery.clone())
+    .probe(false)
+    .build()
+    .unwrap();
+    let gateway = mcpapp_host::Gateway::builder(discovery)
+        .bind("127.0.0.1:0".parse().unwrap())
+        .token(Some(TOKEN.to_owned()))
+        .installer(installer)
+        .drain(Duration::ZERO)
+        .start()
+        .await
+        .unwrap();
+    let base = format!("http://{}", gateway.local_addr());
+
+    for (method, path) in [
+        ("GET", "/installer/registries"),
+        ("GET", "/installer/search?q=x"),
+        ("POST", "/installer/plan"),
+        ("POST", "/installer/jobs"),
+        ("GET", "/installer/installed"),
+    ] {
+        let (status, _) = request(method, &format!("{base}{path}"), None, Some(json!({}))).await;
+        assert_eq!(status, 401, "{method} {path}");
+    }
+
+    let (status, registries) = request(
+        "GET",
+        &format!("{base}/installer/registries"),
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, registries),
+        (
+            200,
+            json!([{"name": "nowhere", "url": "http://127.0.0.1:9"}])
+        )
+    );
+    // A registry that does not answer is reported beside the (empty) results.
+    let (status, found) = request(
+        "GET",
+        &format!("{base}/installer/search?q=x"),
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(found["servers"], json!([]));
+    assert!(
+        found["errors"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot fetch"),
+        "{found}"
+    );
+
+    let (status, plan) = request(
+        "POST",
+        &format!("{base}/installer/plan"),
+        Some(TOKEN),
+        Some(json!({"source": "http://127.0.0.1:9/mcp", "id": "remote-one"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{plan}");
+    assert_eq!(plan["id"], "remote-one");
+    assert_eq!(plan["transport"], "http");
+    assert_eq!(plan["permissions"], json!([]));
+    assert_eq!(plan["inputs"][0]["key"], "authorization");
+    assert_eq!(plan["inputs"][0]["secret"], true);
+
+    let plan_id = plan["planId"].as_str().unwrap();
+    let (status, refused) = request(
+        "POST",
+        &format!("{base}/installer/jobs"),
+        Some(TOKEN),
+        Some(json!({"planId": plan_id, "values": {"nope": "1"}})),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        refused["error"],
+        "this source has no input 'nope'; its inputs are: authorization"
+    );
+
+    let (status, started) = request(
+        "POST",
+        &format!("{base}/installer/jobs"),
+        Some(TOKEN),
+        Some(json!({"planId": plan_id, "values": {"authorization": SECRET}})),
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let done = finish(&base, started["job"].as_str().unwrap()).await;
+    assert_eq!(done["state"], "done", "{done}");
+    assert_eq!(done["result"]["id"], "remote-one");
+    let manifest = std::fs::read_to_string(apps.join("remote-one/openclaw.mcpapp.json")).unwrap();
+    assert!(
+        manifest.contains("\"Authorization\": \"secret:header-Authorization\""),
+        "{manifest}"
+    );
+    assert!(!manifest.contains("inst4ller-s3cret"));
+
+    let (_, installed) = request(
+        "GET",
+        &format!("{base}/installer/installed"),
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(installed[0]["id"], "remote-one");
+    assert_eq!(installed[0]["source"], "remote");
+
+    let (status, started) = request(
+        "POST",
+        &format!("{base}/installer/jobs"),
+        Some(TOKEN),
+        Some(json!({"action": "uninstall", "id": "remote-one"})),
+    )
+    .await;
+    assert_eq!(status, 202);
+    let done = finish(&base, started["job"].as_str().unwrap()).await;
+    assert_eq!(done["state"], "done", "{done}");
+    assert!(!apps.join("remote-one").exists());
+    gateway.shutdown().await;
+}

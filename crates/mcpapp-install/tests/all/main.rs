@@ -1,0 +1,170 @@
+//! Integration tests of `mcpapp-install`: real documents, real bundles built here, real
+//! package registries (npm, PyPI) for version resolution, and real app processes started by
+//! the supervisor.
+
+// Test helpers may panic: a panic is a failed test with a clear location.
+#![allow(clippy::unwrap_used)]
+
+mod bundles;
+mod server_json;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcpapp_discovery::Discovery;
+use mcpapp_install::{Installer, SecretStore};
+use mcpapp_manifest::{Lifecycle, McpAppsConfig};
+use mcpapp_supervisor::{AppHandle, Supervisor};
+
+/// A fixture's text.
+pub(crate) fn fixture(name: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// A temporary place with an apps folder and a secret store outside it.
+pub(crate) struct Place {
+    pub(crate) dir: tempfile::TempDir,
+}
+
+impl Place {
+    pub(crate) fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub(crate) fn apps(&self) -> PathBuf {
+        self.dir.path().join("apps")
+    }
+
+    pub(crate) fn store(&self) -> SecretStore {
+        SecretStore::new(self.dir.path().join("state/secrets.json"))
+    }
+
+    pub(crate) fn installer(&self, probe: bool) -> Installer {
+        Installer::builder(self.apps(), self.store())
+            .probe(probe)
+            .build()
+            .unwrap()
+    }
+
+    /// Every file under the apps folder whose bytes contain `needle`.
+    pub(crate) fn files_containing(&self, needle: &str) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        let mut stack = vec![self.apps()];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let kind = entry.file_type().unwrap();
+                if kind.is_dir() {
+                    stack.push(path);
+                } else if kind.is_file()
+                    && std::fs::read(&path)
+                        .unwrap()
+                        .windows(needle.len())
+                        .any(|w| w == needle.as_bytes())
+                {
+                    found.push(path);
+                }
+            }
+        }
+        found
+    }
+
+    /// Starts every app in the apps folder as the gateway would, with the secret store.
+    pub(crate) async fn start(&self) -> Supervisor {
+        let config = McpAppsConfig {
+            enabled: true,
+            ..McpAppsConfig::default()
+        };
+        let report = Discovery::builder(config.clone())
+            .discovery_paths(vec![self.apps().display().to_string()], "/")
+            .build()
+            .unwrap()
+            .scan();
+        let supervisor = Supervisor::builder()
+            .config(&config)
+            .secrets(Arc::new(self.store()))
+            .build();
+        supervisor.load(&report);
+        supervisor
+    }
+}
+
+/// Waits until `app` runs or fails; returns the state.
+pub(crate) async fn settle(app: &AppHandle) -> Lifecycle {
+    let mut watch = app.watch();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let state = watch.borrow_and_update().state.lifecycle;
+            if matches!(state, Lifecycle::Running | Lifecycle::Failed) {
+                return state;
+            }
+            watch.changed().await.unwrap();
+        }
+    })
+    .await
+    .unwrap()
+}
+
+/// Calls `tool` of `app` and returns its structured content.
+pub(crate) async fn call(
+    app: &AppHandle,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> serde_json::Value {
+    let arguments = arguments.as_object().cloned();
+    let result = app.call_tool(tool, arguments, None).await.unwrap();
+    result.structured_content.unwrap()
+}
+
+/// One entry of a test bundle.
+pub(crate) enum Entry<'a> {
+    File(&'a str, &'a [u8]),
+    Executable(&'a str, &'a [u8]),
+    Symlink(&'a str, &'a str),
+    /// A name and its Unix mode (a FIFO, a device).
+    Special(&'a str, u32),
+}
+
+/// A ZIP file of `entries`.
+pub(crate) fn bundle(entries: &[Entry<'_>]) -> Vec<u8> {
+    use zip::write::SimpleFileOptions;
+    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = SimpleFileOptions::default();
+    for entry in entries {
+        match entry {
+            Entry::File(name, bytes) => {
+                writer
+                    .start_file(*name, options.unix_permissions(0o644))
+                    .unwrap();
+                writer.write_all(bytes).unwrap();
+            }
+            Entry::Executable(name, bytes) => {
+                writer
+                    .start_file(*name, options.unix_permissions(0o755))
+                    .unwrap();
+                writer.write_all(bytes).unwrap();
+            }
+            Entry::Symlink(name, target) => {
+                writer.add_symlink(*name, *target, options).unwrap();
+            }
+            Entry::Special(name, mode) => {
+                writer
+                    .start_file(*name, options.external_attributes(mode << 16))
+                    .unwrap();
+            }
+        }
+    }
+    writer.finish().unwrap().into_inner()
+}
