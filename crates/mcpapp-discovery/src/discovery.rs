@@ -413,25 +413,10 @@ impl Scan<'_> {
             }
         };
 
-        if let (Some(id), Some(_)) = (&id, &spec) {
-            let refused = self.inner.env_policy.refused(id, &parsed.manifest, entry);
-            for reference in &refused {
-                self.report.diagnostics.push(Diagnostic::new(
-                    Some(path),
-                    Some(env_policy::reference_position(parsed, &reference.field)),
-                    Severity::Error,
-                    reference.message.clone(),
-                ));
-                state.invalidate(reference.message.clone());
-            }
-            if !refused.is_empty() {
-                warn!(
-                    path = %path.display(),
-                    "McpApp manifest is invalid: {}",
-                    state.validation_errors.join("; ")
-                );
-                spec = None;
-            }
+        if let (Some(id), Some(_)) = (&id, &spec)
+            && self.refuse_env(path, parsed, id, entry, &mut state)
+        {
+            spec = None;
         }
 
         if let (Some(id), Some(spec_value)) = (&id, spec.as_mut())
@@ -440,28 +425,10 @@ impl Scan<'_> {
             spec = None;
         }
 
-        if let Some(id) = &id {
-            match self.first_by_id.get(id) {
-                Some(first) => {
-                    let message = format!(
-                        "duplicate app id {}: already defined by {}; this manifest is ignored",
-                        quoted(id, '\''),
-                        first.display()
-                    );
-                    warn!(path = %path.display(), "{message}");
-                    self.report.diagnostics.push(Diagnostic::new(
-                        Some(path),
-                        parsed.field_position("id"),
-                        Severity::Error,
-                        message.clone(),
-                    ));
-                    state.invalidate(message);
-                    spec = None;
-                }
-                None => {
-                    self.first_by_id.insert(id.clone(), path.to_path_buf());
-                }
-            }
+        if let Some(id) = &id
+            && !self.claim_id(path, parsed, id, &mut state)
+        {
+            spec = None;
         }
 
         if state.is_valid {
@@ -476,26 +443,100 @@ impl Scan<'_> {
             );
         }
 
-        if let Some(id) = &id {
-            let enabled = entry.is_none_or(|e| e.enabled);
-            if let Err(denial) = self.inner.filter.check(id, enabled) {
-                if denial.misconfigured {
-                    warn!("{}", denial.message);
-                } else {
-                    info!("{}", denial.message);
-                }
-                self.report.diagnostics.push(Diagnostic::new(
-                    Some(path),
-                    None,
-                    Severity::Info,
-                    denial.message.clone(),
-                ));
-                state.disable(denial.message);
-                spec = None;
-            }
+        if let Some(id) = &id
+            && !self.admit(path, id, entry, &mut state)
+        {
+            spec = None;
         }
 
         DiscoveredApp { state, spec }
+    }
+
+    /// Checks the manifest's environment references against `AllowManifestEnv`; returns
+    /// whether any was refused (the app is then invalid, with a diagnostic per reference).
+    fn refuse_env(
+        &mut self,
+        path: &Path,
+        parsed: &ParsedManifest,
+        id: &str,
+        entry: Option<&McpAppEntryConfig>,
+        state: &mut InstallState,
+    ) -> bool {
+        let refused = self.inner.env_policy.refused(id, &parsed.manifest, entry);
+        for reference in &refused {
+            self.report.diagnostics.push(Diagnostic::new(
+                Some(path),
+                Some(env_policy::reference_position(parsed, &reference.field)),
+                Severity::Error,
+                reference.message.clone(),
+            ));
+            state.invalidate(reference.message.clone());
+        }
+        if !refused.is_empty() {
+            warn!(
+                path = %path.display(),
+                "McpApp manifest is invalid: {}",
+                state.validation_errors.join("; ")
+            );
+        }
+        !refused.is_empty()
+    }
+
+    /// Claims `id` for this manifest; returns false (the app is then invalid) when an earlier
+    /// manifest of the scan already holds it, since the first one found wins.
+    fn claim_id(
+        &mut self,
+        path: &Path,
+        parsed: &ParsedManifest,
+        id: &str,
+        state: &mut InstallState,
+    ) -> bool {
+        let Some(first) = self.first_by_id.get(id) else {
+            self.first_by_id.insert(id.to_owned(), path.to_path_buf());
+            return true;
+        };
+        let message = format!(
+            "duplicate app id {}: already defined by {}; this manifest is ignored",
+            quoted(id, '\''),
+            first.display()
+        );
+        warn!(path = %path.display(), "{message}");
+        self.report.diagnostics.push(Diagnostic::new(
+            Some(path),
+            parsed.field_position("id"),
+            Severity::Error,
+            message.clone(),
+        ));
+        state.invalidate(message);
+        false
+    }
+
+    /// Applies the entry's `Enabled` and the allow/deny filter; returns false (the app is then
+    /// disabled, with an info diagnostic) when the app must not run.
+    fn admit(
+        &mut self,
+        path: &Path,
+        id: &str,
+        entry: Option<&McpAppEntryConfig>,
+        state: &mut InstallState,
+    ) -> bool {
+        let enabled = entry.is_none_or(|e| e.enabled);
+        let Err(denial) = self.inner.filter.check(id, enabled) else {
+            return true;
+        };
+        if denial.misconfigured {
+            warn!("{}", denial.message);
+        } else {
+            info!("{}", denial.message);
+        }
+        self.report.diagnostics.push(Diagnostic::new(
+            Some(path),
+            None,
+            Severity::Info,
+            denial.message.clone(),
+        ));
+        state.disable(denial.message);
+        false
     }
 
     /// Settles the sandbox of a valid app into its spec; returns whether its manifest's
