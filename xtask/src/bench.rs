@@ -199,6 +199,9 @@ struct App {
     stdio: Option<(String, Vec<String>)>,
     /// Its Streamable HTTP URL (started by this task).
     http: String,
+    /// A folder its stdio process reads outside its app folder (a package installed under
+    /// `target/`), granted to it in the app sandbox as an operator would.
+    reads: Option<PathBuf>,
 }
 
 /// What one path runs: loadgen's arguments after the load options, and the path's baseline.
@@ -466,6 +469,7 @@ fn proxy_run(
             args: r#"{"message":"hello"}"#,
             stdio: Some((fixture.display().to_string(), vec!["stdio".to_owned()])),
             http: fixture_url,
+            reads: None,
         },
         App {
             key: "fixture-nagle",
@@ -474,6 +478,7 @@ fn proxy_run(
             args: r#"{"message":"hello"}"#,
             stdio: None,
             http: nagle_url,
+            reads: None,
         },
         App {
             key: "grocery",
@@ -482,6 +487,7 @@ fn proxy_run(
             args: r#"{"id":1}"#,
             stdio: Some((grocery.display().to_string(), vec!["stdio".to_owned()])),
             http: grocery_url,
+            reads: None,
         },
     ];
     let mut _everything_http = None;
@@ -513,6 +519,12 @@ fn proxy_run(
                 vec![script, "stdio".to_owned()],
             )),
             http: url,
+            reads: everything
+                .script
+                .ancestors()
+                .find(|dir| dir.file_name().is_some_and(|n| n == "node_modules"))
+                .and_then(Path::parent)
+                .map(Path::to_path_buf),
         });
     }
     for app in &apps {
@@ -623,10 +635,20 @@ fn lay_out(folder: &Path, apps: &[App]) -> anyhow::Result<PathBuf> {
             }),
         )?;
     }
+    let entries: serde_json::Map<String, Value> = apps
+        .iter()
+        .filter_map(|app| {
+            let reads = app.reads.as_ref()?.display().to_string();
+            let grant = json!({ "Isolation": { "Read": [reads] } });
+            Some((format!("{}-stdio", app.key), grant))
+        })
+        .collect();
     let config = folder.join("appsettings.json");
     stack::write_json(
         &config,
-        &json!({ "McpApps": { "Enabled": true, "DiscoveryPaths": ["./apps"] } }),
+        &json!({
+            "McpApps": { "Enabled": true, "DiscoveryPaths": ["./apps"], "Entries": entries }
+        }),
     )?;
     Ok(config)
 }
