@@ -77,7 +77,7 @@ async fn connect(
     let root: PathBuf = shared.snapshot.borrow().state.root_path.clone();
     let mut choice = era_choice(spec);
     loop {
-        let plan = launch::plan(
+        let mut plan = launch::plan(
             spec,
             &root,
             &context.env,
@@ -86,6 +86,9 @@ async fn connect(
             &context.processes,
         )
         .map_err(StartError::Plan)?;
+        if let launch::LaunchPlan::Http(http) = &mut plan {
+            http.auth = shared.authorizer();
+        }
         let (events_tx, events_rx) = mpsc::unbounded_channel::<LinkEvent>();
         let (link, pid) = link::open(plan, events_tx)?;
         let handler = GatewayClient::new(
