@@ -345,10 +345,22 @@ impl AppShared {
     }
 
     fn not_running(&self) -> CallError {
-        CallError::NotRunning {
-            app_id: self.id.clone(),
-            state: self.snapshot.borrow().state.lifecycle,
-        }
+        self.authorization_error()
+            .unwrap_or_else(|| CallError::NotRunning {
+                app_id: self.id.clone(),
+                state: self.snapshot.borrow().state.lifecycle,
+            })
+    }
+
+    /// The error of a call to an app that waits for the user to authorize it, if it does.
+    fn authorization_error(&self) -> Option<CallError> {
+        let state = self.authorizer()?.state();
+        state
+            .waiting_for()
+            .map(|issuer| CallError::NeedsAuthorization {
+                app_id: self.id.clone(),
+                issuer: issuer.to_owned(),
+            })
     }
 }
 

@@ -86,7 +86,7 @@ impl Inner {
                 }
                 Next::NeedsMoreScope { issuer, scopes } => {
                     return Sent::Unauthorized(format!(
-                        "app {app} needs more access at {issuer} (scopes: {}): use \"Grant more \
+                        "app '{app}' needs more access at {issuer} (scopes: {}): use \"Grant more \
                          access\" in the gateway's page or `mcpapp-gateway apps authorize {app}`, \
                          then try again",
                         scopes.join(" "),
@@ -116,7 +116,7 @@ fn handed_over(body: Option<Bytes>, sent: Option<oneshot::Sender<()>>) -> Handed
 
 fn needs_authorization(auth: &AppAuthorizer, issuer: &str) -> String {
     format!(
-        "app {app} needs authorization at {issuer}: connect it in the gateway's page or with \
+        "app '{app}' needs authorization at {issuer}: connect it in the gateway's page or with \
          `mcpapp-gateway apps authorize {app}`",
         app = auth.app()
     )
