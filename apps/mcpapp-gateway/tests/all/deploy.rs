@@ -63,7 +63,10 @@ fn serve_names_its_replica_and_answers_the_probes_without_the_token() {
     loop {
         let (head, body) = get(&format!("{url}/readyz"));
         if head.starts_with("http/1.1 200") {
-            assert_eq!(body, r#"{"status":"ready","apps":1}"#);
+            assert_eq!(
+                body,
+                r#"{"status":"ready","apps":1,"needsAuthorization":0}"#
+            );
             break;
         }
         assert!(head.starts_with("http/1.1 503"), "{head}");
