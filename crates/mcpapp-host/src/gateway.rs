@@ -431,7 +431,8 @@ fn host_config(
 
 /// The gateway's OAuth client: authorization servers send the user back to `/oauth/callback`
 /// on `Gateway.PublicOrigin`, else on the main listener's address (loopback for a wildcard
-/// one); on an https public origin the gateway also offers its client ID metadata document.
+/// one); on an https public origin (or with `Gateway.OAuthClientMetadataUrl`) the gateway
+/// also offers its client ID metadata document.
 fn oauth_client(
     store: TokenStore,
     settings: &GatewaySettings,
@@ -459,7 +460,11 @@ fn oauth_client(
     if let Some(clock) = clock {
         builder = builder.clock(clock);
     }
-    if origin.scheme() == "https" {
+    if let Some(url) = settings.oauth_client_metadata_url.as_deref() {
+        let url = url::Url::parse(url.trim())
+            .map_err(|_| mcpapp_oauth::BuildError::ClientMetadataUrl(url.to_owned()))?;
+        builder = builder.client_metadata_url(url);
+    } else if origin.scheme() == "https" {
         let mut document = origin;
         document.set_path(CLIENT_METADATA_PATH);
         builder = builder.client_metadata_url(document);

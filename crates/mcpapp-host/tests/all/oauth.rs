@@ -45,6 +45,7 @@ struct Setup {
     store: tempfile::TempDir,
     clock: Arc<ManualClock>,
     entry: OAuthEntryConfig,
+    settings: mcpapp_host::GatewaySettings,
 }
 
 impl Setup {
@@ -58,11 +59,26 @@ impl Setup {
             store: tempfile::tempdir().unwrap(),
             clock: Arc::new(ManualClock::default()),
             entry: OAuthEntryConfig::default(),
+            settings: mcpapp_host::GatewaySettings::default(),
         }
     }
 
     /// A gateway with a token, a token store in `self.store` and the test's clock.
     async fn start(&self) -> Client {
+        let gateway = self.try_start().await.unwrap();
+        assert!(gateway.wait_settled(PATIENCE).await);
+        Client {
+            url: format!("http://{}", gateway.local_addr()),
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            answers: Arc::default(),
+            gateway,
+        }
+    }
+
+    async fn try_start(&self) -> Result<mcpapp_host::Gateway, mcpapp_host::StartError> {
         if std::env::var_os("RUST_LOG").is_some() {
             let _ = tracing_subscriber::fmt().with_test_writer().try_init();
         }
@@ -86,7 +102,8 @@ impl Setup {
             .unwrap();
         let store =
             TokenStore::open(self.store.path(), &KeySource::Text(Secret::new(KEY))).unwrap();
-        let gateway = mcpapp_host::Gateway::builder(discovery)
+        mcpapp_host::Gateway::builder(discovery)
+            .settings(self.settings.clone())
             .bind("127.0.0.1:0".parse().unwrap())
             .policy(policy())
             .token(Some(TOKEN.to_owned()))
@@ -95,17 +112,6 @@ impl Setup {
             .drain(Duration::ZERO)
             .start()
             .await
-            .unwrap();
-        assert!(gateway.wait_settled(PATIENCE).await);
-        Client {
-            url: format!("http://{}", gateway.local_addr()),
-            http: reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .unwrap(),
-            answers: Arc::default(),
-            gateway,
-        }
     }
 
     /// `GET /admin/state` of the authorization server.
@@ -583,4 +589,56 @@ async fn a_refused_entry_or_a_bare_401_is_a_clear_last_error() {
         (&json!(0), &Value::Null)
     );
     client.gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_client_metadata_document_is_served_and_used_where_the_operator_publishes_it() {
+    // An authorization server that accepts client ID metadata documents.
+    let mut setup = Setup::new(&["--cimd"]);
+    let document_url = "https://gw.example.com/mcpapp/client.json";
+    setup.settings.oauth_client_metadata_url = Some(document_url.to_owned());
+    let client = setup.start().await;
+
+    // Public, like the callback: authorization servers fetch it without the gateway's token.
+    let (status, body) = client
+        .request(reqwest::Method::GET, "/oauth/client-metadata.json", false)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let document: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(document["client_id"], document_url);
+    assert_eq!(
+        document["redirect_uris"],
+        json!([format!("{}/oauth/callback", client.url)])
+    );
+    assert_eq!(document["token_endpoint_auth_method"], "none");
+
+    // The gateway presents the document's URL as its client ID, registering nothing.
+    let (status, answer) = client.post("/apps/crm/authorize").await;
+    assert_eq!(status, 200, "{answer}");
+    let url = url::Url::parse(answer["url"].as_str().unwrap()).unwrap();
+    let client_id = url
+        .query_pairs()
+        .find(|(k, _)| k == "client_id")
+        .map(|(_, v)| v.into_owned());
+    assert_eq!(client_id.as_deref(), Some(document_url));
+    client.connect().await;
+    assert_eq!(setup.count("register", None).await, 0);
+    assert_eq!(
+        client.call("whoami", json!({})).await.unwrap(),
+        "hello, authorized client"
+    );
+    client.gateway.shutdown().await;
+
+    // Anything but an https URL with a path stops the gateway with an error naming it.
+    setup.settings.oauth_client_metadata_url = Some("http://gw.example.com/client.json".into());
+    let err = setup
+        .try_start()
+        .await
+        .err()
+        .expect("a plain-http document URL");
+    assert!(
+        err.to_string()
+            .contains("http://gw.example.com/client.json"),
+        "{err}"
+    );
 }
