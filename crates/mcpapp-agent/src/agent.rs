@@ -24,7 +24,7 @@ use crate::prompt::{AppEvent, PromptError, build_prompt};
 use crate::session::{SessionStore, StoreFull};
 
 /// The system prompt used when the configuration does not give one.
-pub const DEFAULT_SYSTEM_PROMPT: &str = "You are the assistant of an MCP Apps host. Use the \
+pub(crate) const DEFAULT_SYSTEM_PROMPT: &str = "You are the assistant of an MCP Apps host. Use the \
 available tools to answer; do not invent data that a tool can provide. A tool result that \
 starts with \"Error:\" is a failure: say so briefly. Lines starting with [UI events] describe \
 tool calls the user already made in an app's UI; their results are final and visible to the \
@@ -94,7 +94,7 @@ impl TurnRequest {
         self
     }
 
-    /// The user prompt of this turn (see [`build_prompt`]). Hosts call it before streaming
+    /// The user prompt of this turn: the UI events, then the message. Hosts call it before streaming
     /// to answer an empty request with HTTP 400.
     ///
     /// # Errors
@@ -175,7 +175,7 @@ pub enum AgentEvent {
 /// Why a turn failed; its message becomes the [`AgentEvent::Error`] text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum TurnError {
+pub(crate) enum TurnError {
     /// The request has no prompt.
     #[error(transparent)]
     Prompt(#[from] PromptError),
@@ -265,8 +265,8 @@ impl Agent {
     /// stops the turn: the model stream is dropped and running tools see their context's
     /// token fire. The stream still ends with `error` and `done` if it is being read.
     ///
-    /// The turn runs on a Tokio task; outside a Tokio runtime the stream reports
-    /// [`TurnError::NoRuntime`].
+    /// The turn runs on a Tokio task; outside a Tokio runtime the stream reports an `error`,
+    /// "the agent must run inside a Tokio runtime".
     // The token is taken by value so that a host can hand over its request's token; the turn
     // works on a child of it, which the stream's drop guard can cancel on its own.
     #[expect(

@@ -6,7 +6,7 @@
 //! tools by [`AppToolSync`](mcpapp_bridge::AppToolSync)), their results go back to the model,
 //! up to a step limit. A turn streams [`AgentEvent`]s that serialise to the `/apps/chat` wire shapes,
 //! starting with `session` and always ending with `done`. Tool calls the user made in an app's
-//! UI are written into the prompt ([`build_prompt`]).
+//! UI are written into the prompt ([`TurnRequest::prompt`]).
 //!
 //! Models implement [`ChatModel`]: [`OpenAiModel`] speaks OpenAI-compatible Chat Completions
 //! with streaming and tool calling (OpenAI, Ollama, vLLM, llama.cpp's server, …);
@@ -76,18 +76,14 @@ mod sse;
 
 use std::sync::Arc;
 
-pub use agent::{
-    Agent, AgentConfig, AgentEvent, DEFAULT_SYSTEM_PROMPT, TurnError, TurnRequest, TurnStream,
-};
+pub use agent::{Agent, AgentConfig, AgentEvent, TurnRequest, TurnStream};
 pub use model::{
     ChatMessage, ChatModel, ChatRequest, FinishReason, ModelError, ModelEvent, ModelStream,
     ToolCall, ToolSpec,
 };
-pub use offline::{OFFLINE_LABEL, OfflineModel};
-pub use openai::{
-    DEFAULT_OPENAI_BASE_URL, ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, OpenAiConfig, OpenAiModel,
-};
-pub use prompt::{AppEvent, PromptError, UI_EVENTS_MARKER, build_prompt};
+pub use offline::OfflineModel;
+pub use openai::{OpenAiConfig, OpenAiModel};
+pub use prompt::{AppEvent, PromptError};
 
 /// The model the environment asks for: an [`OpenAiModel`] when `MCPAPP_MODEL` is set (with
 /// `OPENAI_BASE_URL` and `OPENAI_API_KEY`), else the [`OfflineModel`].
@@ -101,6 +97,9 @@ pub fn model_from_env() -> Result<Arc<dyn ChatModel>, ModelError> {
 
 /// The model for an optional OpenAI-compatible configuration: the [`OfflineModel`] when there
 /// is none.
+///
+/// Extension point: for a host that reads the model's configuration from elsewhere than the
+/// environment ([`model_from_env`] reads it from there).
 ///
 /// # Errors
 ///

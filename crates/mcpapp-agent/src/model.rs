@@ -4,6 +4,8 @@
 use futures::stream::BoxStream;
 
 /// A stream of model output, ending after [`ModelEvent::Finish`] or an error.
+///
+/// Part of the [`ChatModel`] extension point.
 pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;
 
 /// A language model that streams a reply to a conversation and may ask for tool calls.
@@ -12,6 +14,10 @@ pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;
 /// when the turn is cancelled; providers should stop their work (close the HTTP response) when
 /// the stream is dropped. Tool names in a request and in the reply are the safe model names
 /// (`^[A-Za-z0-9_-]{1,64}$`); the agent maps them back to registered names.
+///
+/// Extension point: the host implements it for a test model or another provider; its
+/// vocabulary is [`ChatRequest`], [`ChatMessage`], [`ToolSpec`], [`ModelStream`],
+/// [`ModelEvent`], [`ToolCall`], [`FinishReason`] and [`ModelError`].
 pub trait ChatModel: Send + Sync + 'static {
     /// A short label for logs, such as `offline` or `openai:gpt-4o-mini`. Never a secret.
     fn label(&self) -> &str;
@@ -21,6 +27,8 @@ pub trait ChatModel: Send + Sync + 'static {
 }
 
 /// What a model is asked: the conversation so far and the tools it may call.
+///
+/// Part of the [`ChatModel`] extension point.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ChatRequest {
     /// The conversation, oldest first, starting with the system prompt.
@@ -30,6 +38,8 @@ pub struct ChatRequest {
 }
 
 /// One message of a conversation.
+///
+/// Part of the [`ChatModel`] extension point.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ChatMessage {
     /// Instructions for the model.
@@ -37,7 +47,7 @@ pub enum ChatMessage {
         /// The text.
         content: String,
     },
-    /// What the user said (with UI events written in, see [`build_prompt`](crate::build_prompt)).
+    /// What the user said (with UI events written in, see [`TurnRequest::prompt`](crate::TurnRequest::prompt)).
     User {
         /// The text.
         content: String,
@@ -70,6 +80,8 @@ pub struct ToolCall {
 }
 
 /// A tool as offered to a model.
+///
+/// Part of the [`ChatModel`] extension point.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
     /// The safe model name; this is what providers send to the model.
@@ -83,6 +95,8 @@ pub struct ToolSpec {
 }
 
 /// One piece of a streamed reply.
+///
+/// Part of the [`ChatModel`] extension point.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelEvent {
     /// More reply text.
@@ -94,6 +108,8 @@ pub enum ModelEvent {
 }
 
 /// Why a reply ended.
+///
+/// Part of the [`ChatModel`] extension point.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FinishReason {
     /// The model finished its answer.
@@ -122,6 +138,8 @@ impl FinishReason {
 }
 
 /// Why a model could not produce a reply. Messages never contain API keys.
+///
+/// Part of the [`ChatModel`] extension point.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ModelError {

@@ -13,7 +13,7 @@ use crate::model::{
 use crate::prompt::user_message;
 
 /// The label every offline reply starts with.
-pub const OFFLINE_LABEL: &str = "[offline mode]";
+pub(crate) const OFFLINE_LABEL: &str = "[offline mode]";
 
 /// Longest tool result text quoted in a summary.
 const MAX_SUMMARY_CHARS: usize = 4000;
@@ -30,7 +30,7 @@ const STOP_WORDS: &[&str] = &[
 
 /// A [`ChatModel`] that needs no language model: the default when none is configured.
 ///
-/// Every text reply starts with [`OFFLINE_LABEL`]. It reads the user's message:
+/// Every text reply starts with `[offline mode]`. It reads the user's message:
 ///
 /// - `/tools` lists the tools (registered names and descriptions);
 /// - `/call TOOL {json}` calls a tool with JSON arguments (empty means `{}`);

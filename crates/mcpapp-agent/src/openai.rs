@@ -16,14 +16,14 @@ use crate::model::{
 use crate::sse::SseDecoder;
 
 /// The default base URL.
-pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+pub(crate) const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 
 /// Environment variable with the base URL.
-pub const ENV_BASE_URL: &str = "OPENAI_BASE_URL";
+pub(crate) const ENV_BASE_URL: &str = "OPENAI_BASE_URL";
 /// Environment variable with the API key.
-pub const ENV_API_KEY: &str = "OPENAI_API_KEY";
+pub(crate) const ENV_API_KEY: &str = "OPENAI_API_KEY";
 /// Environment variable with the model name; without it no model is configured.
-pub const ENV_MODEL: &str = "MCPAPP_MODEL";
+pub(crate) const ENV_MODEL: &str = "MCPAPP_MODEL";
 
 /// How much of an error response body is read.
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;

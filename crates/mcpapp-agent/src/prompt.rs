@@ -4,7 +4,7 @@
 use serde::{Deserialize, Deserializer};
 
 /// The marker that starts the UI-events block of a prompt.
-pub const UI_EVENTS_MARKER: &str = "[UI events]";
+pub(crate) const UI_EVENTS_MARKER: &str = "[UI events]";
 
 /// The header line of the UI-events block.
 pub(crate) const UI_EVENTS_HEADER: &str = "[UI events] The user performed these tool calls \
@@ -56,7 +56,10 @@ pub enum PromptError {
 /// # Errors
 ///
 /// [`PromptError::Empty`] when the message is blank and there are no events.
-pub fn build_prompt(message: Option<&str>, app_events: &[AppEvent]) -> Result<String, PromptError> {
+pub(crate) fn build_prompt(
+    message: Option<&str>,
+    app_events: &[AppEvent],
+) -> Result<String, PromptError> {
     let message = message.filter(|m| !m.trim().is_empty());
     if app_events.is_empty() {
         return message.map(str::to_owned).ok_or(PromptError::Empty);

@@ -38,6 +38,9 @@ const PIECE_SEPARATOR: &str = "\n\n";
 ///   [`ToolOutput::is_error`] set. [`ToolOutput::structured`] always carries the structured
 ///   content, and for a tool with a UI [`ToolOutput::raw`] carries the whole `CallToolResult`
 ///   (for its view, never for the model).
+///
+/// Extension point: [`AppToolSync`](crate::AppToolSync) registers these for every app; a host
+/// that picks app tools itself builds them with [`McpAppTool::new`].
 #[derive(Clone)]
 pub struct McpAppTool {
     inner: Arc<Inner>,

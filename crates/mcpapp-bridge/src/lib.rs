@@ -4,64 +4,6 @@
 //! [`McpAppTool`] (one app tool as an agent tool) and [`AppToolSync`] (the registry kept in
 //! step with the supervisor).
 //!
-//! The registry itself knows nothing about MCP or HTTP. MCP app tools (registration id
-//! `mcpapp:{appId}`, source [`ToolSource::Native`]), built-in tools and plugin tools all
-//! implement [`Tool`]; consumers (the agent, the aggregated MCP endpoint) list and resolve them
-//! here and refresh when the change counter moves.
-//!
-//! # MCP App tools
-//!
-//! [`AppToolSync::start`] follows a [`Supervisor`](mcpapp_supervisor::Supervisor): each running
-//! app's tools whose `_meta.ui.visibility` includes `"model"` are registered under the app's
-//! prefix (`grocery.` + `get_stores`), replaced as a whole when the app's tool list changes,
-//! and withdrawn when the app stops, fails or is removed. Tools with a malformed visibility are
-//! hidden and reported ([`AppToolSync::diagnostics`]). Calls carry the chat session id as
-//! `_meta.sessionId`, stop when the caller cancels, and return model-friendly text: binary
-//! content as placeholders, structured content of UI tools left to the view, every failure an
-//! `Error: ` text.
-//!
-//! **Collisions.** When two registrations offer the same name, the registry picks one winner:
-//! first the preferred source (built-in over native over plugin by default, so an app tool
-//! beats a plugin tool and loses to a built-in one), then the registration registered first.
-//! The sync registers every app in the supervisor's list order as soon as it sees it, and
-//! keeps an app's (emptied) registration while it is stopped, so between two apps the one
-//! discovered first wins, whichever starts first. Losers are reported by
-//! [`ToolRegistry::collisions`], by [`AppToolSync::diagnostics`] and in the log.
-//!
-//! ```no_run
-//! use std::time::Duration;
-//!
-//! use mcpapp_bridge::{AppToolSync, ToolContext, ToolRegistry};
-//! use mcpapp_discovery::Discovery;
-//! use mcpapp_manifest::McpAppsConfig;
-//! use mcpapp_supervisor::Supervisor;
-//!
-//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
-//! let config = McpAppsConfig { enabled: true, ..McpAppsConfig::default() };
-//! let report = Discovery::builder(config.clone()).build()?.scan();
-//! let supervisor = Supervisor::builder().config(&config).build();
-//! let registry = ToolRegistry::new();
-//! let sync = AppToolSync::start(&supervisor, &registry);
-//! supervisor.load(&report);
-//! supervisor.wait_settled(Duration::from_secs(30)).await;
-//! sync.synced().await;
-//!
-//! if let Some(entry) = registry.resolve("grocery.get_low_stock") {
-//!     let ctx = ToolContext::new().with_session_id("chat-1");
-//!     let output = entry.tool.invoke(r#"{"storeId": 1}"#.into(), ctx).await;
-//!     println!("{}", output.text);
-//! }
-//! for diagnostic in sync.diagnostics() {
-//!     println!("{}", serde_json::to_string(&diagnostic)?);
-//! }
-//! drop(sync);
-//! supervisor.shutdown().await;
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! # The registry
-//!
 //! ```
 //! use std::sync::Arc;
 //!
@@ -103,6 +45,65 @@
 //! assert_eq!(output, ToolOutput::text(r#"{"a":1}"#));
 //! # Ok::<(), mcpapp_bridge::RegistryError>(())
 //! ```
+//!
+//! The registry itself knows nothing about MCP or HTTP. MCP app tools (registration id
+//! `mcpapp:{appId}`, source [`ToolSource::Native`]), built-in tools and plugin tools all
+//! implement [`Tool`]; consumers (the agent, the aggregated MCP endpoint) list and resolve them
+//! here and refresh when the change counter moves.
+//!
+//! # MCP App tools
+//!
+//! [`AppToolSync::start`] follows a [`Supervisor`](mcpapp_supervisor::Supervisor): each running
+//! app's tools whose `_meta.ui.visibility` includes `"model"` are registered under the app's
+//! prefix (`grocery.` + `get_stores`), replaced as a whole when the app's tool list changes,
+//! and withdrawn when the app stops, fails or is removed. Tools with a malformed visibility are
+//! hidden and reported ([`AppToolSync::diagnostics`]). Calls carry the chat session id as
+//! `_meta.sessionId`, stop when the caller cancels, and return model-friendly text: binary
+//! content as placeholders, structured content of UI tools left to the view, every failure an
+//! `Error: ` text.
+//!
+//! **Collisions.** When two registrations offer the same name, the registry picks one winner:
+//! first the preferred source (built-in over native over plugin by default, so an app tool
+//! beats a plugin tool and loses to a built-in one), then the registration registered first.
+//! The sync registers every app in the supervisor's list order as soon as it sees it, and
+//! keeps an app's (emptied) registration while it is stopped, so between two apps the one
+//! discovered first wins, whichever starts first. Losers are reported by
+//! [`ToolRegistry::collisions`], by [`AppToolSync::diagnostics`] and in the log.
+//!
+//! A gateway gets this wiring from `mcpapp_host::Gateway::builder`; the bridge's part of it
+//! alone:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use mcpapp_bridge::{AppToolSync, ToolContext, ToolRegistry};
+//! use mcpapp_discovery::Discovery;
+//! use mcpapp_manifest::McpAppsConfig;
+//! use mcpapp_supervisor::Supervisor;
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = McpAppsConfig { enabled: true, ..McpAppsConfig::default() };
+//! let report = Discovery::builder(config.clone()).build()?.scan();
+//! let supervisor = Supervisor::builder().config(&config).build();
+//! let registry = ToolRegistry::new();
+//! let sync = AppToolSync::start(&supervisor, &registry);
+//! supervisor.load(&report);
+//! supervisor.wait_settled(Duration::from_secs(30)).await;
+//! sync.synced().await;
+//!
+//! if let Some(entry) = registry.resolve("grocery.get_low_stock") {
+//!     let ctx = ToolContext::new().with_session_id("chat-1");
+//!     let output = entry.tool.invoke(r#"{"storeId": 1}"#.into(), ctx).await;
+//!     println!("{}", output.text);
+//! }
+//! for diagnostic in sync.diagnostics() {
+//!     println!("{}", serde_json::to_string(&diagnostic)?);
+//! }
+//! drop(sync);
+//! supervisor.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
 #![warn(missing_docs)]
 
 mod app_tool;
@@ -114,7 +115,7 @@ mod tool;
 
 pub use app_tool::McpAppTool;
 pub use error::RegistryError;
-pub use names::{MAX_MODEL_NAME_LEN, ModelNames, is_safe_model_name};
+pub use names::ModelNames;
 pub use registry::{
     CollisionReason, CollisionReport, RegistrySnapshot, SourcePreference, ToolEntry, ToolRegistry,
     ToolRegistryBuilder, ToolSet, ToolSource,

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// The longest name model providers accept.
-pub const MAX_MODEL_NAME_LEN: usize = 64;
+pub(crate) const MAX_MODEL_NAME_LEN: usize = 64;
 
 /// Length of the hash suffix, `_` plus 8 hex digits.
 const SUFFIX_LEN: usize = 9;
@@ -125,7 +125,7 @@ impl ModelNames {
 }
 
 /// Whether `name` matches `^[A-Za-z0-9_-]{1,64}$`.
-pub fn is_safe_model_name(name: &str) -> bool {
+pub(crate) fn is_safe_model_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_MODEL_NAME_LEN
         && name
@@ -211,5 +211,16 @@ mod tests {
         assert_eq!(out.len(), 64);
         assert!(out.ends_with("_deadbeef"));
         assert_eq!(with_suffix("", 1), "tool_00000001");
+    }
+
+    #[test]
+    fn safe_name_check_matches_the_provider_pattern() {
+        assert!(is_safe_model_name("a"));
+        assert!(is_safe_model_name("A-b_9"));
+        assert!(is_safe_model_name(&"z".repeat(64)));
+        assert!(!is_safe_model_name(""));
+        assert!(!is_safe_model_name(&"z".repeat(65)));
+        assert!(!is_safe_model_name("a.b"));
+        assert!(!is_safe_model_name("é"));
     }
 }

@@ -43,6 +43,9 @@ impl fmt::Display for ToolSource {
 /// The order in which sources win a name, most preferred first. The default is built-in over
 /// native over plugin; a host whose configuration prefers plugins (the original module's
 /// `Plugins.Prefer`) can say so.
+///
+/// Extension point: given to [`ToolRegistryBuilder::preference`]; the gateway keeps the
+/// default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SourcePreference([ToolSource; 3]);
 
@@ -205,7 +208,10 @@ impl RegistrySnapshot {
     }
 }
 
-/// Builds a [`ToolRegistry`].
+/// Builds a [`ToolRegistry`] with a [`SourcePreference`] other than the default
+/// ([`ToolRegistry::new`]).
+///
+/// Extension point: for hosts that order tool sources otherwise.
 #[derive(Debug, Default)]
 pub struct ToolRegistryBuilder {
     preference: SourcePreference,

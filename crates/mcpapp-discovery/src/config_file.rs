@@ -10,7 +10,7 @@ use crate::report::Diagnostic;
 
 /// Configuration files larger than this are refused. Real ones are a few kilobytes; the limit
 /// only keeps a wrong path (a log file, a disk image) from being read into memory whole.
-pub const MAX_CONFIG_FILE_BYTES: u64 = 16 * 1024 * 1024;
+pub(crate) const MAX_CONFIG_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// A configuration file read into memory. Sections are read from it on demand, so the
 /// gateway and other layers can each bind their own.
@@ -36,7 +36,7 @@ impl ConfigFile {
     ///
     /// # Errors
     /// [`ConfigError::Read`] when the file cannot be read or is not UTF-8,
-    /// [`ConfigError::TooLarge`] when it has more than [`MAX_CONFIG_FILE_BYTES`], and
+    /// [`ConfigError::TooLarge`] when it has more than 16 MiB, and
     /// [`ConfigError::Parse`] when it is not a JSON object.
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
         let absolute = crate::paths::absolute(path);

@@ -27,7 +27,7 @@ pub enum ConfigError {
         #[source]
         source: ParseError,
     },
-    /// The configuration file is larger than [`MAX_CONFIG_FILE_BYTES`](crate::MAX_CONFIG_FILE_BYTES).
+    /// The configuration file is larger than the limit, 16 MiB (real ones are a few kilobytes).
     #[error("configuration file {} is larger than the {limit}-byte limit", path.display())]
     TooLarge {
         /// The file.

@@ -46,7 +46,7 @@ mod paths;
 mod report;
 mod scan;
 
-pub use config_file::{ConfigFile, LoadedSection, MAX_CONFIG_FILE_BYTES};
+pub use config_file::{ConfigFile, LoadedSection};
 pub use discovery::{Discovery, DiscoveryBuilder};
 pub use env_policy::{EnvNamePatterns, is_gateway_credential};
 pub use error::ConfigError;

@@ -3,22 +3,6 @@
 //! remote Streamable HTTP endpoints, into an app folder with an `openclaw.mcpapp.json` that
 //! discovery reads.
 //!
-//! - **Sources** ([`Source`]) are resolved to an exact version and mapped ([`Installer::plan`])
-//!   to a [`Plan`]: the app's id and folder, its [`Input`]s, and the exact command line it will
-//!   run, which [`Plan::consent`] shows before anything runs.
-//! - **Inputs** get values from flags, a [`Prompter`] and defaults ([`resolve`]); types and
-//!   choices are checked.
-//! - **Runtimes are vendored** into the app folder's `.mcpapp-runtime/<version>/` (npm with a
-//!   lockfile and no install scripts; PyPI in a virtual environment; bundles unpacked), so apps
-//!   start offline, at once, at the pinned version.
-//! - **Secrets** go to the gateway's [`SecretStore`], never into the folder; the manifest
-//!   refers to them as `secret:NAME`, which only that app, in that folder, can resolve.
-//! - **A probe start** finds whether the app has MCP App views before the manifest is written.
-//! - **Life after install**: [`Installer::installed`], [`Installer::plan_update`] (inputs and
-//!   secrets kept, rolled back on failure), [`Installer::uninstall`].
-//!
-//! # Example
-//!
 //! ```no_run
 //! use mcpapp_install::{Installer, Request, SecretStore, Source, resolve};
 //!
@@ -34,6 +18,20 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! - **Sources** ([`Source`]) are resolved to an exact version and mapped ([`Installer::plan`])
+//!   to a [`Plan`]: the app's id and folder, its [`Input`]s, and the exact command line it will
+//!   run, which [`Plan::consent`] shows before anything runs.
+//! - **Inputs** get values from flags, a [`Prompter`] and defaults ([`resolve`]); types and
+//!   choices are checked.
+//! - **Runtimes are vendored** into the app folder's `.mcpapp-runtime/<version>/` (npm with a
+//!   lockfile and no install scripts; PyPI in a virtual environment; bundles unpacked), so apps
+//!   start offline, at once, at the pinned version.
+//! - **Secrets** go to the gateway's [`SecretStore`], never into the folder; the manifest
+//!   refers to them as `secret:NAME`, which only that app, in that folder, can resolve.
+//! - **A probe start** finds whether the app has MCP App views before the manifest is written.
+//! - **Life after install**: [`Installer::installed`], [`Installer::plan_update`] (inputs and
+//!   secrets kept, rolled back on failure), [`Installer::uninstall`].
 #![warn(missing_docs)]
 
 mod draft;
@@ -57,13 +55,11 @@ pub use error::{FormatError, InstallError};
 pub use inputs::{Input, InputError, InputKind, Prompter, Values, resolve};
 pub use installed::{InstalledApp, Uninstalled};
 pub use installer::{Installed, Installer, InstallerBuilder, Mode, Progress};
-pub use mcpb::{Bundle, BundleLimits, McpbManifest, sha256_hex};
+pub use mcpb::BundleLimits;
 pub use plan::{Plan, Request};
 pub use probe::ProbeResult;
 pub use registry::{RegistryClient, RegistryEntry, SearchPage};
-pub use secrets::{AppSecrets, SecretStore, default_secrets_file};
-pub use server_json::{
-    DEFAULT_NPM_REGISTRY, DEFAULT_PYPI, PackageChoice, ServerDocument, ServerJson,
-};
+pub use secrets::{AppSecrets, SecretStore};
+pub use server_json::PackageChoice;
 pub use source::Source;
 pub use vendor::VendorOptions;

@@ -19,6 +19,9 @@ use crate::inputs::{Input, InputKind, Part, Template};
 use crate::json::{Located, parse};
 
 /// How large a bundle may be.
+///
+/// Extension point: given to [`InstallerBuilder::bundle_limits`](crate::InstallerBuilder::bundle_limits)
+/// by a host that allows other sizes than the defaults (the gateway keeps them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BundleLimits {
     /// The bundle file itself, in bytes.
@@ -42,7 +45,7 @@ impl Default for BundleLimits {
 
 /// A bundle's `manifest.json`, as far as installing needs it.
 #[derive(Debug, Clone, Deserialize)]
-pub struct McpbManifest {
+pub(crate) struct McpbManifest {
     /// `0.1` … `0.4`.
     #[serde(default)]
     pub manifest_version: Option<String>,
@@ -81,14 +84,14 @@ pub struct McpbManifest {
 
 /// The bundle's author.
 #[derive(Debug, Clone, Deserialize)]
-pub struct Author {
+pub(crate) struct Author {
     /// The name.
     pub name: String,
 }
 
 /// The bundle's `server` object.
 #[derive(Debug, Clone, Deserialize)]
-pub struct Server {
+pub(crate) struct Server {
     /// `node`, `python`, `binary` or `uv`.
     #[serde(rename = "type")]
     pub kind: String,
@@ -102,7 +105,7 @@ pub struct Server {
 
 /// `server.mcp_config`.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct McpConfig {
+pub(crate) struct McpConfig {
     /// The program.
     #[serde(default)]
     pub command: Option<String>,
@@ -119,7 +122,7 @@ pub struct McpConfig {
 
 /// One `user_config` entry.
 #[derive(Debug, Clone, Deserialize)]
-pub struct UserConfig {
+pub(crate) struct UserConfig {
     /// `string`, `number`, `boolean`, `directory` or `file`.
     #[serde(rename = "type")]
     pub kind: String,
@@ -151,7 +154,7 @@ pub struct UserConfig {
 
 /// `compatibility`.
 #[derive(Debug, Clone, Deserialize)]
-pub struct Compatibility {
+pub(crate) struct Compatibility {
     /// `darwin`, `win32`, `linux`.
     #[serde(default)]
     pub platforms: Vec<String>,
@@ -159,7 +162,7 @@ pub struct Compatibility {
 
 /// A bundle that passed every check, held in memory until unpacked.
 #[derive(Clone)]
-pub struct Bundle {
+pub(crate) struct Bundle {
     bytes: Vec<u8>,
     /// Where it came from.
     pub file: String,
@@ -182,7 +185,7 @@ impl std::fmt::Debug for Bundle {
 }
 
 /// Lowercase hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -200,7 +203,7 @@ impl Bundle {
     /// # Errors
     /// [`InstallError::Bundle`] naming the first problem; [`InstallError::Format`] for a bad
     /// `manifest.json` (with line and column).
-    pub fn open(
+    pub(crate) fn open(
         bytes: Vec<u8>,
         file: &str,
         expected_sha256: Option<&str>,
@@ -243,7 +246,7 @@ impl Bundle {
     ///
     /// # Errors
     /// [`InstallError::Io`] or [`InstallError::Bundle`]; the caller removes `dir`.
-    pub fn unpack(&self, dir: &Path) -> Result<(), InstallError> {
+    pub(crate) fn unpack(&self, dir: &Path) -> Result<(), InstallError> {
         let refuse = |reason: String| InstallError::Bundle {
             file: self.file.clone(),
             reason,

@@ -57,7 +57,7 @@ pub struct SecretStore {
 }
 
 /// The default file: `mcpapp/secrets.json` under `$XDG_STATE_HOME`, else `~/.local/state`.
-pub fn default_secrets_file() -> PathBuf {
+pub(crate) fn default_secrets_file() -> PathBuf {
     let state = std::env::var_os("XDG_STATE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)

@@ -18,14 +18,14 @@ use crate::inputs::{Input, InputKind, Template};
 use crate::json::{Located, parse};
 
 /// The npm registry `server.json` packages default to.
-pub const DEFAULT_NPM_REGISTRY: &str = "https://registry.npmjs.org";
+pub(crate) const DEFAULT_NPM_REGISTRY: &str = "https://registry.npmjs.org";
 /// The PyPI `server.json` packages default to.
-pub const DEFAULT_PYPI: &str = "https://pypi.org";
+pub(crate) const DEFAULT_PYPI: &str = "https://pypi.org";
 
 /// A `server.json` document, as far as installing needs it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ServerJson {
+pub(crate) struct ServerJson {
     /// Reverse-DNS name with one `/`.
     pub name: String,
     /// What it does.
@@ -50,7 +50,7 @@ pub struct ServerJson {
 /// One entry of `packages[]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Package {
+pub(crate) struct Package {
     /// `npm`, `pypi`, `mcpb`, `oci`, `nuget`, …
     pub registry_type: String,
     /// A non-default registry.
@@ -80,22 +80,19 @@ pub struct Package {
     pub transport: Transport,
 }
 
-/// A package's transport.
+/// A package's transport (only `stdio` packages install, so its URL template is not read).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Transport {
+pub(crate) struct Transport {
     /// `stdio`, `streamable-http` or `sse`.
     #[serde(rename = "type")]
     pub kind: String,
-    /// For HTTP transports, a URL template.
-    #[serde(default)]
-    pub url: Option<String>,
 }
 
 /// One entry of `remotes[]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Remote {
+pub(crate) struct Remote {
     /// `streamable-http` or `sse`.
     #[serde(rename = "type")]
     pub kind: String,
@@ -112,7 +109,7 @@ pub struct Remote {
 /// The `Input` vocabulary of `server.json`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct InputDef {
+pub(crate) struct InputDef {
     /// What it is for.
     #[serde(default)]
     pub description: Option<String>,
@@ -145,7 +142,7 @@ pub struct InputDef {
 /// An environment variable or header.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct KeyValueInput {
+pub(crate) struct KeyValueInput {
     /// The variable's or header's name.
     pub name: String,
     /// Its value or how to get it.
@@ -156,7 +153,7 @@ pub struct KeyValueInput {
 /// A runtime or package argument.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Argument {
+pub(crate) struct Argument {
     /// `positional` or `named`.
     #[serde(rename = "type")]
     pub kind: String,
@@ -235,7 +232,7 @@ pub(crate) enum Chosen {
 
 /// A document read from text, kept with its text for positions.
 #[derive(Debug, Clone)]
-pub struct ServerDocument {
+pub(crate) struct ServerDocument {
     /// The document.
     pub server: ServerJson,
     text: String,
@@ -248,7 +245,7 @@ impl ServerDocument {
     /// # Errors
     /// [`FormatError`] for malformed JSON, a wrong type or a missing field (with its line and
     /// column), and for a document in the old snake_case names.
-    pub fn parse(text: &str, file: &str) -> Result<Self, FormatError> {
+    pub(crate) fn parse(text: &str, file: &str) -> Result<Self, FormatError> {
         let raw: serde_json::Value = parse(text, file)?;
         if let Some(path) = find_key(&raw, "", SNAKE_CASE_KEYS) {
             return Err(Located::new(text, file).error(
@@ -265,7 +262,7 @@ impl ServerDocument {
     }
 
     /// The raw text.
-    pub fn text(&self) -> &str {
+    pub(crate) fn text(&self) -> &str {
         &self.text
     }
 

@@ -16,13 +16,13 @@ pub const SECTION_NAME: &str = "McpApps";
 
 /// The object that may wrap configuration sections, as in the .NET gateway's
 /// `appsettings.json` (`OpenClaw:McpApps`).
-pub const ROOT_SECTION_NAME: &str = "OpenClaw";
+pub(crate) const ROOT_SECTION_NAME: &str = "OpenClaw";
 
 /// Default discovery path when none is configured.
 pub const DEFAULT_DISCOVERY_PATH: &str = "./mcpapps";
 
 /// Default `McpApps.MaxManifestBytes`: 1 MiB. Real manifests are a few kilobytes.
-pub const DEFAULT_MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
+pub(crate) const DEFAULT_MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
 
 /// The `McpApps` configuration section: where to look for apps and which to run.
 ///

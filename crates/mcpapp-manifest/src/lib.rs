@@ -43,25 +43,20 @@ mod validate;
 
 pub use config::{
     ConfigDocument, ConfigSection, DEFAULT_DISCOVERY_PATH, DEFAULT_INHERIT_ENVIRONMENT,
-    DEFAULT_MAX_MANIFEST_BYTES, GATEWAY_CREDENTIAL_ENV, McpAppEntryConfig, McpAppsConfig,
-    OAuthEntryConfig, ParsedSection, ROOT_SECTION_NAME, RegistryConfig, SECTION_NAME,
-    SupervisionConfig,
+    GATEWAY_CREDENTIAL_ENV, McpAppEntryConfig, McpAppsConfig, OAuthEntryConfig, ParsedSection,
+    RegistryConfig, SECTION_NAME, SupervisionConfig,
 };
 pub use document::{Position, closest_match};
 pub use error::{Finding, ParseError, Severity};
 pub use manifest::{
-    DEFAULT_PROTOCOL_VERSION, DEFAULT_REQUEST_TIMEOUT_SECONDS, DEFAULT_STARTUP_TIMEOUT_SECONDS,
-    DEFAULT_TRANSPORT, DEFAULT_VERSION, MANIFEST_FILE_NAME, MCP_APP_MIME_TYPE, McpAppManifest,
+    DEFAULT_REQUEST_TIMEOUT_SECONDS, MANIFEST_FILE_NAME, MCP_APP_MIME_TYPE, McpAppManifest,
     ParsedManifest,
 };
 pub use provenance::{
     InstallRecord, RUNTIME_FOLDER_NAME, SECRET_PREFIX, SecretResolver, SecretUnavailable,
     is_secret_name, secret_reference,
 };
-pub use quote::{MAX_QUOTED_CHARS, Quoted, json_kind, quoted};
-pub use schema::{SchemaKind, config_schema, manifest_schema};
+pub use quote::{json_kind, quoted};
+pub use schema::SchemaKind;
 pub use state::{InstallState, Lifecycle, Timestamp};
-pub use validate::{
-    AppId, AppSpec, Era, Launch, MAX_ID_LEN, TIMEOUT_RANGE_SECONDS, Transport, ValidationError,
-    redact_url,
-};
+pub use validate::{AppId, AppSpec, Era, Launch, MAX_ID_LEN, Transport, ValidationError};

@@ -20,13 +20,13 @@ pub const MANIFEST_FILE_NAME: &str = "openclaw.mcpapp.json";
 pub const MCP_APP_MIME_TYPE: &str = "text/html;profile=mcp-app";
 
 /// Default `version` when a manifest leaves it out or blank.
-pub const DEFAULT_VERSION: &str = "0.1.0";
+pub(crate) const DEFAULT_VERSION: &str = "0.1.0";
 /// Default `protocolVersion` when a manifest leaves it out or blank.
-pub const DEFAULT_PROTOCOL_VERSION: &str = "2025-03-26";
+pub(crate) const DEFAULT_PROTOCOL_VERSION: &str = "2025-03-26";
 /// Default `transport` when a manifest leaves it out or blank.
-pub const DEFAULT_TRANSPORT: &str = "stdio";
+pub(crate) const DEFAULT_TRANSPORT: &str = "stdio";
 /// Default `startupTimeoutSeconds`.
-pub const DEFAULT_STARTUP_TIMEOUT_SECONDS: i64 = 15;
+pub(crate) const DEFAULT_STARTUP_TIMEOUT_SECONDS: i64 = 15;
 /// Default `requestTimeoutSeconds`.
 pub const DEFAULT_REQUEST_TIMEOUT_SECONDS: i64 = 60;
 

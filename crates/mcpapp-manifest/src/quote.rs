@@ -29,7 +29,7 @@ pub fn json_kind(value: &serde_json::Value) -> &'static str {
 }
 
 /// The most characters of a value that [`quoted`] shows.
-pub const MAX_QUOTED_CHARS: usize = 120;
+pub(crate) const MAX_QUOTED_CHARS: usize = 120;
 
 /// A value rendered for a message by [`quoted`].
 #[derive(Debug, Clone, Copy)]
@@ -40,7 +40,7 @@ pub struct Quoted<'a> {
 
 /// Renders `value` between two `mark`s for a message, shortened when it is long.
 ///
-/// A value of at most [`MAX_QUOTED_CHARS`] characters is shown whole. A longer one is cut on
+/// A value of at most 120 characters is shown whole. A longer one is cut on
 /// a character boundary after that many characters, ends in `…` inside the marks and is
 /// followed by its length in bytes: `"aaaa…" (900000 bytes)`. Control characters (a newline,
 /// an escape) are shown escaped, so a value cannot break a log line in two.

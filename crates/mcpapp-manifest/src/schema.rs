@@ -52,7 +52,7 @@ fn settings() -> SchemaSettings {
 }
 
 /// The JSON Schema of [`McpAppManifest`].
-pub fn manifest_schema() -> schemars::Schema {
+pub(crate) fn manifest_schema() -> schemars::Schema {
     let mut schema = settings()
         .into_generator()
         .into_root_schema_for::<McpAppManifest>();
@@ -73,7 +73,7 @@ pub fn manifest_schema() -> schemars::Schema {
 }
 
 /// The JSON Schema of [`McpAppsConfig`].
-pub fn config_schema() -> schemars::Schema {
+pub(crate) fn config_schema() -> schemars::Schema {
     settings()
         .into_generator()
         .into_root_schema_for::<McpAppsConfig>()

@@ -14,7 +14,7 @@ use crate::quote::quoted;
 /// Longest accepted app id, in characters.
 pub const MAX_ID_LEN: usize = 64;
 /// Accepted range of both timeouts, in seconds.
-pub const TIMEOUT_RANGE_SECONDS: std::ops::RangeInclusive<i64> = 1..=3600;
+pub(crate) const TIMEOUT_RANGE_SECONDS: std::ops::RangeInclusive<i64> = 1..=3600;
 
 /// A validated app id: 1 to 64 characters of `[A-Za-z0-9._-]`, starting with a letter or a
 /// digit. Ids appear in URLs and registration ids, so nothing else is allowed.
@@ -405,7 +405,7 @@ fn parse_http_url(raw: &str) -> Result<url::Url, ValidationError> {
 }
 
 /// Removes a password from a URL before it is shown anywhere.
-pub fn redact_url(raw: &str) -> String {
+pub(crate) fn redact_url(raw: &str) -> String {
     match url::Url::parse(raw.trim()) {
         Ok(mut url) if url.password().is_some() => {
             // Setting a password only fails for URLs that cannot have one, which this has.

@@ -589,7 +589,7 @@ impl AppAuthorizer {
     /// `used` (`None` for a bare request). A 401 renews the token once and says [`Next::Retry`],
     /// else finds the authorization server and says [`Next::NeedsAuthorization`]; a 403
     /// `insufficient_scope` says [`Next::NeedsMoreScope`] with the union of scopes (bounded:
-    /// [`crate::MAX_AUTHORIZATIONS_WITHOUT_SUCCESS`]); anything else is [`Next::NotOAuth`].
+    /// three authorizations in a row without a success); anything else is [`Next::NotOAuth`].
     pub async fn on_rejected(
         &self,
         used: Option<&Bearer>,

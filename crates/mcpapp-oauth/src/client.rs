@@ -94,7 +94,8 @@ impl OAuthClientBuilder {
         self
     }
 
-    /// The client name sent with registrations and in the metadata document.
+    /// The client name sent with registrations and in the metadata document (`mcpapp gateway` by
+    /// default).
     pub fn client_name(mut self, name: impl Into<String>) -> Self {
         self.client_name = name.into();
         self
@@ -106,13 +107,14 @@ impl OAuthClientBuilder {
         self
     }
 
-    /// How long a `state` stays valid ([`DEFAULT_STATE_TTL`]).
+    /// How long a `state` stays valid (ten minutes by default).
     pub fn state_ttl(mut self, ttl: Duration) -> Self {
         self.state_ttl = ttl;
         self
     }
 
-    /// How many flows may wait at once ([`DEFAULT_MAX_PENDING`], at least 1).
+    /// How many flows may wait at once (64 by default, at least 1); beyond it the oldest is
+    /// dropped.
     pub fn max_pending(mut self, max: usize) -> Self {
         self.max_pending = max.max(1);
         self

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use mcpapp_manifest::AppId;
 
 /// The longest message relayed from rmcp or an authorization server, in characters.
-pub const MAX_RELAYED_CHARS: usize = 300;
+pub(crate) const MAX_RELAYED_CHARS: usize = 300;
 
 /// Cuts a relayed message to [`MAX_RELAYED_CHARS`].
 pub(crate) fn relay(message: impl std::fmt::Display) -> String {
@@ -149,8 +149,7 @@ pub enum AuthorizeError {
         /// What failed.
         message: String,
     },
-    /// The app keeps asking for scopes after [`crate::MAX_AUTHORIZATIONS_WITHOUT_SUCCESS`]
-    /// authorizations.
+    /// The app keeps asking for scopes after three authorizations in a row.
     #[error(
         "app {app} still answers `insufficient_scope` after {attempts} authorizations in a row (it asks for: {scopes}); not asking again until a request succeeds"
     )]

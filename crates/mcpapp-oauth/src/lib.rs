@@ -89,13 +89,10 @@ mod store;
 
 pub use authorizer::{AppAuthorizer, Next};
 pub use client::{BuildError, CallbackParams, OAuthClient, OAuthClientBuilder};
-pub use error::{AuthorizeError, CallbackError, MAX_RELAYED_CHARS, StoreError};
+pub use error::{AuthorizeError, CallbackError, StoreError};
 pub use seal::KeySource;
 pub use secret::{Bearer, Secret};
 pub use settings::{AppSettings, CALLBACK_PATH, CLIENT_METADATA_PATH, callback_url};
-pub use shared::{
-    AuthorizationUrl, Clock, Completed, DEFAULT_CLIENT_NAME, DEFAULT_MAX_PENDING,
-    DEFAULT_STATE_TTL, SystemClock,
-};
-pub use state::{AuthState, MAX_AUTHORIZATIONS_WITHOUT_SUCCESS, NeedsReason};
+pub use shared::{AuthorizationUrl, Clock, Completed};
+pub use state::{AuthState, NeedsReason};
 pub use store::{KEY_ENV, KEY_FILE_NAME, TokenStore};

@@ -16,14 +16,17 @@ use crate::error::CallbackError;
 use crate::store::TokenStore;
 
 /// How long a handed-out authorization URL (its `state`) stays valid.
-pub const DEFAULT_STATE_TTL: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_STATE_TTL: Duration = Duration::from_secs(600);
 /// How many authorization flows may wait for their redirect at once; beyond it the oldest is
 /// dropped.
-pub const DEFAULT_MAX_PENDING: usize = 64;
+pub(crate) const DEFAULT_MAX_PENDING: usize = 64;
 /// The name the gateway registers under.
-pub const DEFAULT_CLIENT_NAME: &str = "mcpapp gateway";
+pub(crate) const DEFAULT_CLIENT_NAME: &str = "mcpapp gateway";
 
 /// The time, injectable so tests and simulations can move it.
+///
+/// Extension point: given to [`OAuthClientBuilder::clock`](crate::OAuthClientBuilder::clock);
+/// the system's clock by default.
 pub trait Clock: Send + Sync + fmt::Debug {
     /// Now.
     fn now(&self) -> SystemTime;
@@ -31,7 +34,7 @@ pub trait Clock: Send + Sync + fmt::Debug {
 
 /// The system's clock.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct SystemClock;
+pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> SystemTime {

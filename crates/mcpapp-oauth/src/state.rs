@@ -16,7 +16,7 @@ use crate::checks::union_scopes;
 /// `insufficient_scope` answer is not met with another one. The MCP specification asks for "a
 /// few attempts at most"; the conformance suite's `auth/scope-retry-limit` allows three
 /// authorization requests in all (the first one included).
-pub const MAX_AUTHORIZATIONS_WITHOUT_SUCCESS: u8 = 3;
+pub(crate) const MAX_AUTHORIZATIONS_WITHOUT_SUCCESS: u8 = 3;
 
 /// Why an app needs the user to connect it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -109,8 +109,11 @@ pub(crate) fn inject_request_meta(
 
 /// Gives a legacy server's result what a modern client expects: `resultType` and, for
 /// listings, discovery and reads, cache hints that promise nothing (the gateway does not
-/// know how long the app's answer holds).
+/// know how long the app's answer holds). An error response has no result to complete.
 pub(crate) fn complete_result(message: &mut RawMessage, method: &str) {
+    if message.member_text("result").is_none() {
+        return;
+    }
     let mut set = |key: &str, value: Box<RawValue>| {
         if message.path(&["result", key]).is_none() {
             let _ = message.set_path(&["result", key], &value);
@@ -293,6 +296,7 @@ pub(crate) fn is_input_required(result: &RawValue) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use expect_test::expect;
 
     fn msg(text: &str) -> RawMessage {
         RawMessage::parse(text).unwrap()
@@ -305,10 +309,7 @@ mod tests {
         );
         assert_eq!(request_version(&m).as_deref(), Some(MODERN));
         strip_request_meta(&mut m);
-        assert_eq!(
-            m.as_str(),
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":3}}}"#
-        );
+        expect![[r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":3}}}"#]].assert_eq(m.as_str());
         let caps = raw_json(r#"{"elicitation":{}}"#.to_owned());
         inject_request_meta(&mut m, Some(&caps), None, Some("info"));
         assert_eq!(request_version(&m).as_deref(), Some(MODERN));
@@ -323,10 +324,7 @@ mod tests {
     fn legacy_results_get_a_result_type_and_cache_hints_where_due() {
         let mut list = msg(r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#);
         complete_result(&mut list, "tools/list");
-        assert_eq!(
-            list.as_str(),
-            r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[],"resultType":"complete","ttlMs":0,"cacheScope":"private"}}"#
-        );
+        expect![[r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[],"resultType":"complete","ttlMs":0,"cacheScope":"private"}}"#]].assert_eq(list.as_str());
         let mut call =
             msg(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"resultType":"complete"}}"#);
         complete_result(&mut call, "tools/call");
@@ -334,6 +332,10 @@ mod tests {
             call.as_str(),
             r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"resultType":"complete"}}"#
         );
+        let error = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"no"}}"#;
+        let mut refused = msg(error);
+        complete_result(&mut refused, "tools/list");
+        assert_eq!(refused.as_str(), error, "an error stays an error");
     }
 
     #[test]

@@ -459,6 +459,7 @@ impl Hub {
                     .join(", ")
             ));
         }
+        debug!(tables = ?self.router.sizes(), "the link closed: {reason}");
         for (key, stream) in self.requests.drain() {
             let id = self.router.original_id(&key).map(ToOwned::to_owned);
             let _ = stream.send(RawMessage::error_response(

@@ -105,6 +105,10 @@ impl RawMessage {
         };
         match message.slice("jsonrpc") {
             Some("\"2.0\"") => {}
+            // The same string written with escapes.
+            Some(escaped)
+                if escaped.contains('\\')
+                    && serde_json::from_str::<String>(escaped).is_ok_and(|v| v == "2.0") => {}
             Some(other) => {
                 return Err(RawError::InvalidEnvelope(format!(
                     "`jsonrpc` must be \"2.0\", not {other}"
@@ -664,6 +668,7 @@ pub(crate) fn raw_json(text: String) -> Box<RawValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use expect_test::expect;
 
     #[test]
     fn paths_are_removed_keeping_everything_else() {
@@ -693,10 +698,7 @@ mod tests {
         m.set_id(&raw_string("gw:1:7"));
         m.set_path(&["params", "_meta", "progressToken"], &raw_string("gwpt:3"))
             .unwrap();
-        assert_eq!(
-            m.as_str(),
-            r#"{"jsonrpc":"2.0","id":"gw:1:7","method":"tools/call","params":{"name":"echo","arguments":{"n":1.50,"e":1e3,"s":"\u00e9"},"x-unknown":true,"_meta":{"progressToken":"gwpt:3","keep":[1, 2]}}}"#
-        );
+        expect![[r#"{"jsonrpc":"2.0","id":"gw:1:7","method":"tools/call","params":{"name":"echo","arguments":{"n":1.50,"e":1e3,"s":"\u00e9"},"x-unknown":true,"_meta":{"progressToken":"gwpt:3","keep":[1, 2]}}}"#]].assert_eq(m.as_str());
         assert_eq!(
             m.get_path(&["params", "arguments", "n"]).unwrap().get(),
             "1.50"
@@ -755,10 +757,7 @@ mod tests {
         let mut m = RawMessage::parse(text).unwrap();
         m.set_path(&["params", "_meta", "progressToken"], &raw_string("gwpt:1"))
             .unwrap();
-        assert_eq!(
-            m.as_str(),
-            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{ "a" : 1.50, "_meta": {"progressToken": "gwpt:1" , "k":[1, 2]}},"z":0}"#
-        );
+        expect![[r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{ "a" : 1.50, "_meta": {"progressToken": "gwpt:1" , "k":[1, 2]}},"z":0}"#]].assert_eq(m.as_str());
         assert_eq!(m.member("z").unwrap().get(), "0");
         m.set_id(&raw_string("gw:1:1"));
         assert_eq!(m.path(&["params", "_meta", "k"]).unwrap().get(), "[1, 2]");
@@ -811,6 +810,8 @@ mod tests {
         assert!(RawMessage::parse("[1]").is_err());
         assert!(RawMessage::parse(r#"{"id":1,"method":"x"}"#).is_err());
         assert!(RawMessage::parse(r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#).is_err());
+        assert!(RawMessage::parse(r#"{"jsonrpc":"2\u002e0","id":1,"method":"x"}"#).is_ok());
+        assert!(RawMessage::parse(r#"{"jsonrpc":"2\u002e1","id":1,"method":"x"}"#).is_err());
         assert!(RawMessage::parse(r#"{"jsonrpc":"2.0","id":1}"#).is_err());
         let extra = RawMessage::parse(r#"{"jsonrpc":"2.0","method":"x","x-top":1}"#).unwrap();
         assert!(extra.check_envelope().is_err());

@@ -2,15 +2,13 @@
 //! name from the configuration, the probes, refused public origins, and configuration files
 //! in `deploy/` that the gateway reads without a complaint.
 
-use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
 
-use mcpapp_testkit::bin;
+use mcpapp_testkit::{PATIENCE, bin, eventually_blocking};
 use serde_json::json;
 
-use crate::{Tree, gateway, stderr, stdout};
+use crate::{Tree, gateway, http_get, stderr, stdout};
 
 /// The repository's root (two levels above this crate).
 fn repo_root() -> &'static Path {
@@ -18,22 +16,6 @@ fn repo_root() -> &'static Path {
         .parent()
         .and_then(Path::parent)
         .unwrap()
-}
-
-/// One `GET` over HTTP/1.1; the status line and headers (lower-cased) and the body.
-fn get(url: &str) -> (String, String) {
-    let rest = url.strip_prefix("http://").unwrap();
-    let (authority, path) = rest.split_once('/').unwrap();
-    let mut stream = std::net::TcpStream::connect(authority).unwrap();
-    write!(
-        stream,
-        "GET /{path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    (head.to_ascii_lowercase(), body.to_owned())
 }
 
 #[test]
@@ -51,28 +33,28 @@ fn serve_names_its_replica_and_answers_the_probes_without_the_token() {
     let crate::Started { mut child, url, .. } =
         crate::start_serve(crate::gateway_command(), tree.root(), &[], Stdio::null());
 
-    let (head, body) = get(&format!("{url}/healthz"));
+    let (head, body) = http_get(&format!("{url}/healthz"));
     assert!(head.starts_with("http/1.1 200"), "{head}");
     assert!(head.contains("\r\nmcpapp-replica: replica-7"), "{head}");
     assert_eq!(body, r#"{"status":"ok"}"#);
-    let (head, _) = get(&format!("{url}/apps"));
+    let (head, _) = http_get(&format!("{url}/apps"));
     assert!(head.starts_with("http/1.1 401"), "{head}");
     assert!(head.contains("\r\nmcpapp-replica: replica-7"), "{head}");
     // Ready once the one app has settled (polled, as a probe would be).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (head, body) = get(&format!("{url}/readyz"));
-        if head.starts_with("http/1.1 200") {
-            assert_eq!(
-                body,
-                r#"{"status":"ready","apps":1,"needsAuthorization":0}"#
-            );
-            break;
-        }
-        assert!(head.starts_with("http/1.1 503"), "{head}");
-        assert!(Instant::now() < deadline, "never ready: {body}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut head, mut body) = (String::new(), String::new());
+    eventually_blocking(PATIENCE, || {
+        (head, body) = http_get(&format!("{url}/readyz"));
+        assert!(
+            head.starts_with("http/1.1 200") || head.starts_with("http/1.1 503"),
+            "{head}"
+        );
+        head.starts_with("http/1.1 200")
+    });
+    assert!(head.starts_with("http/1.1 200"), "never ready: {body}");
+    assert_eq!(
+        body,
+        r#"{"status":"ready","apps":1,"needsAuthorization":0}"#
+    );
     let _ = child.kill();
     let _ = child.wait();
 }

@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use mcpapp_testkit::bin;
+use mcpapp_testkit::{PATIENCE, bin, eventually_blocking, files_containing};
 use serde_json::{Value, json};
 
-use crate::{GATEWAY, Tree, stderr, stdout};
+use crate::{GATEWAY, Served, Tree, get, stderr, stdout};
 
 /// Downloads of npm and pip are cached here across runs.
 fn cache_dir() -> PathBuf {
@@ -47,18 +47,6 @@ fn ok(output: &Output) -> String {
 }
 
 /// A running `serve` whose stderr goes to `serve.log` in its folder.
-struct Served {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn serve(tree: &Tree) -> Served {
     let log = tree.path("serve.log");
     let file = std::fs::File::create(&log).unwrap();
@@ -68,48 +56,13 @@ fn serve(tree: &Tree) -> Served {
         &[],
         Stdio::from(file),
     );
-    Served {
-        child: started.child,
-        url: started.url,
-    }
-}
-
-/// One loopback GET's body.
-fn get(url: &str) -> String {
-    use std::io::Read;
-    let rest = url.strip_prefix("http://").unwrap();
-    let (authority, path) = rest
-        .split_once('/')
-        .map_or((rest, "/".to_owned()), |(a, p)| (a, format!("/{p}")));
-    let mut stream = std::net::TcpStream::connect(authority).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default()
-}
-
-fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    false
+    started.into()
 }
 
 /// Waits until app `id` is `state`; returns its detail.
 fn wait_for(served: &Served, id: &str, state: &str) -> Value {
     let mut detail = Value::Null;
-    let reached = wait_until(Duration::from_secs(90), || {
+    let reached = eventually_blocking(Duration::from_secs(90), || {
         detail =
             serde_json::from_str(&get(&format!("{}/apps/{id}", served.url))).unwrap_or_default();
         detail["lifecycle"] == state
@@ -368,29 +321,6 @@ fn mcpapp_install_sha256(bytes: &[u8]) -> String {
         .to_owned()
 }
 
-/// Every file under `dir` whose bytes contain `needle`.
-fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            let kind = entry.file_type().unwrap();
-            if kind.is_dir() {
-                stack.push(path);
-            } else if kind.is_file()
-                && std::fs::read(&path)
-                    .unwrap()
-                    .windows(needle.len())
-                    .any(|w| w == needle.as_bytes())
-            {
-                found.push(path);
-            }
-        }
-    }
-    found
-}
-
 #[test]
 fn a_local_registry_drives_install_installed_update_and_uninstall_with_a_secret_kept_apart() {
     const SECRET: &str = "hello-s3cret-7d41c0";
@@ -487,7 +417,7 @@ fn a_local_registry_drives_install_installed_update_and_uninstall_with_a_secret_
     let out = ok(&run(&["update", "hello", "--yes"]));
     assert!(out.contains("updated hello 1.0.0 -> 1.1.0"), "{out}");
     assert!(!tree.path("apps/hello/.mcpapp-runtime/1.0.0").exists());
-    assert!(wait_until(Duration::from_secs(60), || {
+    assert!(eventually_blocking(PATIENCE, || {
         let result = cli(
             &tree,
             &[
@@ -567,7 +497,7 @@ fn a_local_registry_drives_install_installed_update_and_uninstall_with_a_secret_
     assert!(out.contains("removed hello"), "{out}");
     assert!(!tree.path("apps/hello").exists());
     assert!(!std::fs::read_to_string(&store).unwrap().contains(SECRET));
-    wait_until(Duration::from_secs(30), || {
+    eventually_blocking(PATIENCE, || {
         !get(&format!("{}/apps", served.url)).contains("\"hello\"")
     });
     drop(served);

@@ -77,6 +77,53 @@ pub(crate) fn start_serve(
     Started { child, url, lines }
 }
 
+/// A running `serve`, killed (with the apps it started) when dropped.
+pub(crate) struct Served {
+    pub(crate) child: Child,
+    pub(crate) url: String,
+}
+
+impl From<Started> for Served {
+    fn from(started: Started) -> Self {
+        Self {
+            child: started.child,
+            url: started.url,
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One loopback `GET` of `url` over HTTP/1.1 (`Connection: close`): the status line and
+/// headers, lower-cased, and the body.
+pub(crate) fn http_get(url: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (authority, path) = rest
+        .split_once('/')
+        .map_or((rest, "/".to_owned()), |(a, p)| (a, format!("/{p}")));
+    let mut stream = std::net::TcpStream::connect(authority).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    (head.to_ascii_lowercase(), body.to_owned())
+}
+
+/// The body of [`http_get`].
+pub(crate) fn get(url: &str) -> String {
+    http_get(url).1
+}
+
 /// The gateway binary as a command, for [`start_serve`].
 pub(crate) fn gateway_command() -> Command {
     // Tests start the binary under test; that is their job.

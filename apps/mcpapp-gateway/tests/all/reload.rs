@@ -3,33 +3,16 @@
 //! diagnostics, and `GET /apps/events` tells it all in order.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use mcpapp_testkit::{bin, children_of};
+use mcpapp_testkit::{PATIENCE, bin, children_of, eventually_blocking};
 use serde_json::{Value, json};
 
-use crate::{GATEWAY, Tree};
-
-/// How long any one expected event may take: generous, as CI machines are slow. Nothing is
-/// asserted about speed; the elapsed times are printed for the record.
-const PATIENCE: Duration = Duration::from_secs(60);
-
-/// A `serve` process, killed when dropped.
-struct Served {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use crate::{GATEWAY, Served, Tree};
 
 fn serve(tree: &Tree) -> Served {
     serve_with(tree, &[])
@@ -37,9 +20,7 @@ fn serve(tree: &Tree) -> Served {
 
 /// `serve` with `env` in its environment besides `PATH`.
 fn serve_with(tree: &Tree, env: &[(&str, &str)]) -> Served {
-    let crate::Started { child, url, .. } =
-        crate::start_serve(crate::gateway_command(), tree.root(), env, Stdio::null());
-    Served { child, url }
+    crate::start_serve(crate::gateway_command(), tree.root(), env, Stdio::null()).into()
 }
 
 /// One server-sent event.
@@ -161,23 +142,8 @@ fn read_events(stream: std::net::TcpStream, tx: &mpsc::Sender<Sse>) {
 }
 
 fn get_json(url: &str) -> Value {
-    let authority = url
-        .strip_prefix("http://")
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap();
-    let path = &url["http://".len() + authority.len()..];
-    let mut stream = std::net::TcpStream::connect(authority).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    serde_json::from_str(body).unwrap_or_else(|_| panic!("{response}"))
+    let body = crate::get(url);
+    serde_json::from_str(&body).unwrap_or_else(|_| panic!("{body}"))
 }
 
 /// The lifecycle of each app in `GET /apps`.
@@ -241,15 +207,12 @@ fn assert_in_order(seen: &[Sse]) {
 }
 
 fn wait_all_running(url: &str, count: usize) {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let states = lifecycles(url);
-        if states.len() == count && states.values().all(|s| s == "Running") {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{states:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut states = BTreeMap::new();
+    let running = eventually_blocking(PATIENCE, || {
+        states = lifecycles(url);
+        states.len() == count && states.values().all(|s| s == "Running")
+    });
+    assert!(running, "{states:?}");
 }
 
 #[test]

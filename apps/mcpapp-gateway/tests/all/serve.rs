@@ -2,44 +2,12 @@
 
 use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use mcpapp_testkit::{bin, children_of, live, live_in_groups};
+use mcpapp_testkit::{PATIENCE, bin, children_of, eventually_blocking, live, live_in_groups};
 use serde_json::json;
 
-use crate::{GATEWAY, Tree};
-
-/// Reads one HTTP/1.1 response body from a loopback URL (a `Connection: close` GET).
-fn get(url: &str) -> String {
-    use std::io::Write;
-    let rest = url.strip_prefix("http://").unwrap();
-    let (authority, path) = rest
-        .split_once('/')
-        .map_or((rest, "/".to_owned()), |(a, p)| (a, format!("/{p}")));
-    let mut stream = std::net::TcpStream::connect(authority).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default()
-}
-
-fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
-}
+use crate::{GATEWAY, Served, Tree, get};
 
 #[test]
 fn serve_runs_apps_and_stops_them_all_on_sigterm() {
@@ -68,7 +36,7 @@ fn serve_runs_apps_and_stops_them_all_on_sigterm() {
 
     let mut apps = serde_json::Value::Null;
     assert!(
-        wait_until(Duration::from_secs(60), || {
+        eventually_blocking(PATIENCE, || {
             apps = serde_json::from_str(&get(&format!("{url}/apps"))).unwrap_or_default();
             apps["apps"]
                 .as_array()
@@ -84,7 +52,7 @@ fn serve_runs_apps_and_stops_them_all_on_sigterm() {
         .any(|t| t["registeredName"] == "one.echo");
     assert!(
         registered
-            || wait_until(Duration::from_secs(30), || get(&format!("{url}/apps/one"))
+            || eventually_blocking(PATIENCE, || get(&format!("{url}/apps/one"))
                 .contains("\"one.echo\""))
     );
 
@@ -104,13 +72,13 @@ fn serve_runs_apps_and_stops_them_all_on_sigterm() {
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
     assert!(
-        wait_until(Duration::from_secs(10), || live_in_groups(&groups)
+        eventually_blocking(Duration::from_secs(10), || live_in_groups(&groups)
             .is_empty()),
         "{:?}",
         live_in_groups(&groups)
     );
     assert!(
-        wait_until(Duration::from_secs(10), || live(&keepers).is_empty()),
+        eventually_blocking(Duration::from_secs(10), || live(&keepers).is_empty()),
         "the keeper outlived a clean shutdown"
     );
 }
@@ -146,19 +114,6 @@ fn serve_refuses_a_remote_address_without_a_token() {
         stderr.contains("refusing to listen on 0.0.0.0:0 without an auth token"),
         "{stderr}"
     );
-}
-
-/// A running `serve` with its stdout's first line read.
-struct Served {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Starts `serve --config appsettings.json` in `tree` with `env` added to a clean environment.
@@ -200,9 +155,7 @@ fn serve_as(tree: &Tree, env: &[(&str, &str)], unprivileged: bool) -> Served {
     } else {
         Command::new(GATEWAY)
     };
-    let crate::Started { child, url, .. } =
-        crate::start_serve(command, tree.root(), env, Stdio::null());
-    Served { child, url }
+    crate::start_serve(command, tree.root(), env, Stdio::null()).into()
 }
 
 /// One HTTP/1.1 request with a JSON body; returns the response headers and body.
@@ -259,7 +212,7 @@ fn wait_running(served: &Served, token: Option<&str>, count: usize) {
     let _ = token;
     let mut apps = serde_json::Value::Null;
     assert!(
-        wait_until(Duration::from_secs(60), || {
+        eventually_blocking(PATIENCE, || {
             let (_, body) = get_with_token(&format!("{}/apps", served.url), token);
             apps = serde_json::from_str(&body).unwrap_or_default();
             apps["apps"]
@@ -396,7 +349,7 @@ fn after_sigkill_of_the_gateway_no_app_process_or_descendant_survives() {
     served.child.kill().unwrap();
     served.child.wait().unwrap();
     assert!(
-        wait_until(Duration::from_secs(2), || live(&doomed).is_empty()),
+        eventually_blocking(Duration::from_secs(2), || live(&doomed).is_empty()),
         "still alive 2 s after SIGKILL of the gateway: {:?}",
         live(&doomed)
     );
@@ -587,7 +540,7 @@ fn serve_exports_traces_over_otlp_when_an_endpoint_is_set() {
         })
     };
     assert!(
-        wait_until(Duration::from_secs(60), || exported(&trace_id)
+        eventually_blocking(PATIENCE, || exported(&trace_id)
             && exported(b"mcp_proxy_request")
             && exported(b"mcp_upstream_request")),
         "the collector got no spans of trace {traceparent}: {:?}",

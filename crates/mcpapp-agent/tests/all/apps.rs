@@ -8,7 +8,7 @@ use std::time::Duration;
 use mcpapp_agent::{Agent, AgentConfig, AgentEvent, OfflineModel, TurnRequest};
 use mcpapp_bridge::{AppToolSync, ToolRegistry};
 use mcpapp_supervisor::Supervisor;
-use mcpapp_testkit::{AppsDir, bin};
+use mcpapp_testkit::{AppsDir, bin, wait_state};
 use serde_json::{Value, json};
 
 use crate::{result_text, run, types};
@@ -192,11 +192,7 @@ async fn app_errors_reach_the_turn_as_failed_tool_results() {
     // The app stopped: its tools are gone, and the offline model says so.
     let app = grocery.supervisor.get("grocery-inventory").unwrap();
     app.stop().unwrap();
-    let mut watch = app.watch();
-    watch
-        .wait_for(|s| s.state.lifecycle == mcpapp_manifest::Lifecycle::Stopped)
-        .await
-        .unwrap();
+    wait_state(app.watch(), mcpapp_manifest::Lifecycle::Stopped).await;
     grocery.sync.synced().await;
     let events = run(
         &grocery.agent,

@@ -1,10 +1,19 @@
 //! Prompt building from messages and UI events, request parsing, and the exact wire shapes of
 //! the events.
 
-use mcpapp_agent::{
-    AgentEvent, AppEvent, PromptError, TurnRequest, UI_EVENTS_MARKER, build_prompt,
-};
+use expect_test::expect;
+use mcpapp_agent::{AgentEvent, AppEvent, PromptError, TurnRequest};
 use serde_json::json;
+
+/// The prompt of a request with `message` and `app_events`.
+fn build_prompt(message: Option<&str>, app_events: &[AppEvent]) -> Result<String, PromptError> {
+    TurnRequest {
+        message: message.map(str::to_owned),
+        app_events: app_events.to_vec(),
+        ..TurnRequest::default()
+    }
+    .prompt()
+}
 
 fn event(tool: Option<&str>, args: Option<serde_json::Value>, result: Option<&str>) -> AppEvent {
     AppEvent {
@@ -39,20 +48,13 @@ fn ui_events_are_written_before_the_message() {
         event(Some("grocery.note"), Some(json!("text arg")), Some("saved")),
     ];
     let prompt = build_prompt(Some("What is low now?"), &events).unwrap();
-    let lines: Vec<&str> = prompt.lines().collect();
-    assert!(lines[0].starts_with(UI_EVENTS_MARKER), "{prompt}");
-    assert!(lines[0].contains("directly in the app's UI"), "{prompt}");
-    assert!(lines[0].contains("bypassing the agent"), "{prompt}");
-    assert!(lines[0].contains("final"), "{prompt}");
-    assert_eq!(
-        lines[1],
-        r#"- Tool grocery.adjust_stock({"storeId":1,"delta":-2}) → ok: 8 left"#
-    );
-    assert_eq!(lines[2], "- Tool ?({}) → ");
-    assert_eq!(lines[3], r#"- Tool grocery.note("text arg") → saved"#);
-    assert_eq!(lines[4], "");
-    assert_eq!(lines[5], "What is low now?");
-    assert_eq!(lines.len(), 6);
+    expect![[r#"
+        [UI events] The user performed these tool calls directly in the app's UI, bypassing the agent. Their results are final:
+        - Tool grocery.adjust_stock({"storeId":1,"delta":-2}) → ok: 8 left
+        - Tool ?({}) → 
+        - Tool grocery.note("text arg") → saved
+
+        What is low now?"#]].assert_eq(&prompt);
 }
 
 #[test]
@@ -88,13 +90,10 @@ fn collapsed_repeats_say_how_many_times() {
 fn events_without_a_message_ask_for_a_brief_next_step() {
     let events = [event(Some("t"), Some(json!({})), Some("done"))];
     let prompt = build_prompt(Some("   "), &events).unwrap();
-    let lines: Vec<&str> = prompt.lines().collect();
-    assert_eq!(lines.len(), 3, "{prompt}");
-    assert_eq!(lines[1], "- Tool t({}) → done");
-    let instruction = lines[2].to_lowercase();
-    assert!(instruction.contains("next step"), "{prompt}");
-    assert!(instruction.contains("call tools"), "{prompt}");
-    assert!(instruction.contains("do not repeat"), "{prompt}");
+    expect![[r#"
+        [UI events] The user performed these tool calls directly in the app's UI, bypassing the agent. Their results are final:
+        - Tool t({}) → done
+        The user sent no message. Decide the next step briefly, call tools when you are ready, and do not repeat what the UI already shows."#]].assert_eq(&prompt);
 }
 
 #[test]

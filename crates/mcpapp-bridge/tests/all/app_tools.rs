@@ -8,11 +8,11 @@ use std::sync::Arc;
 use base64::Engine as _;
 use mcpapp_bridge::{McpAppTool, SyncDiagnosticKind, Tool, ToolContext};
 use mcpapp_manifest::Lifecycle;
-use mcpapp_testkit::{AppsDir, bin};
+use mcpapp_testkit::{AppsDir, bin, wait_state};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::{Bridge, PATIENCE, wait_state};
+use crate::{Bridge, PATIENCE};
 
 /// A bridge over one fixture app `fx` with prefix `fx.`; `args` are extra command-line flags
 /// and `extra` is merged into the manifest.
@@ -161,7 +161,7 @@ async fn call_failures_name_the_tool_and_the_app() {
     // A tool held across a stop fails clearly, and works again once the app is back.
     let echo = bridge.tool("fx.echo");
     app.stop().unwrap();
-    wait_state(&app, Lifecycle::Stopped).await;
+    wait_state(app.watch(), Lifecycle::Stopped).await;
     let output = echo
         .invoke(r#"{"message":"x"}"#.into(), ToolContext::new())
         .await;
@@ -171,7 +171,7 @@ async fn call_failures_name_the_tool_and_the_app() {
         "Error: MCP App tool 'fx.echo' from 'fx' failed: the app is not running (it is Stopped)"
     );
     app.start().unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     let output = echo
         .invoke(r#"{"message":"back"}"#.into(), ToolContext::new())
         .await;
@@ -203,7 +203,7 @@ async fn caller_cancellation_stops_the_call_and_reaches_the_app() {
         let ctx = ToolContext::new().with_cancel(cancel.clone());
         async move { hang.invoke("{}".into(), ctx).await }
     });
-    let arrived = mcpapp_testkit::eventually(PATIENCE, || {
+    let arrived = mcpapp_testkit::eventually(PATIENCE, async || {
         app.stderr_tail().iter().any(|l| l.ends_with(": hang"))
     })
     .await;
@@ -234,7 +234,7 @@ async fn caller_cancellation_stops_the_call_and_reaches_the_app() {
     assert!(output.is_error, "{output:?}");
     // A later call logs after anything sent before it (one pipe, read in order).
     bridge.call("fx.get_cwd", "{}").await;
-    let logged = mcpapp_testkit::eventually(PATIENCE, || {
+    let logged = mcpapp_testkit::eventually(PATIENCE, async || {
         app.stderr_tail().iter().any(|l| l.ends_with(": get_cwd"))
     })
     .await;

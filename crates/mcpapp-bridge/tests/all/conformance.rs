@@ -105,7 +105,7 @@ async fn bad_arguments_never_reach_the_app() {
     let output = bridge.call("fx.echo", r#"{"message": "first"}"#).await;
     assert!(output.text.starts_with("first"), "{output:?}");
     let app = bridge.app("fx");
-    let logged = mcpapp_testkit::eventually(PATIENCE, || {
+    let logged = mcpapp_testkit::eventually(PATIENCE, async || {
         app.stderr_tail().iter().any(|l| l.ends_with(": echo"))
     })
     .await;

@@ -22,9 +22,17 @@ use mcpapp_supervisor::{AppHandle, SupervisionPolicy, Supervisor};
 use mcpapp_testkit::AppsDir;
 use serde_json::{Value, json};
 
-/// Long enough for any single step on a loaded 2-core machine; tests wait on events and only
-/// fail at this bound.
-pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
+/// The one bound of every wait (the testkit's, for all suites).
+pub(crate) use mcpapp_testkit::PATIENCE;
+
+/// Whether model providers accept `name`: their pattern `^[A-Za-z0-9_-]{1,64}$`, checked here
+/// independently of the crate's own check.
+pub(crate) fn provider_accepts(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
 
 /// Logs to the test output when `RUST_LOG` is set.
 pub(crate) fn logging() {
@@ -196,19 +204,6 @@ pub(crate) async fn wait_registry(
         waited.is_ok(),
         "the registry never got there: {:?}",
         registry.list().iter().map(|e| &e.name).collect::<Vec<_>>()
-    );
-}
-
-/// Waits until `app` reaches `state`.
-pub(crate) async fn wait_state(app: &AppHandle, state: Lifecycle) {
-    let mut watch = app.watch();
-    let reached =
-        tokio::time::timeout(PATIENCE, watch.wait_for(|s| s.state.lifecycle == state)).await;
-    assert!(
-        reached.is_ok(),
-        "{} never became {state}: {:?}",
-        app.id(),
-        app.snapshot()
     );
 }
 

@@ -6,14 +6,14 @@ use std::collections::HashSet;
 
 use mcpapp_bridge::{
     AppToolSync, CollisionReason, SyncDiagnosticKind, ToolContext, ToolRegistry, ToolSource,
-    app_registration_id, is_safe_model_name,
+    app_registration_id,
 };
 use mcpapp_manifest::Lifecycle;
 use mcpapp_supervisor::Supervisor;
-use mcpapp_testkit::{AppsDir, bin};
+use mcpapp_testkit::{AppsDir, bin, wait_watch};
 use serde_json::json;
 
-use crate::{Bridge, LogCapture, PATIENCE, wait_registry};
+use crate::{Bridge, LogCapture, PATIENCE, provider_accepts, wait_registry};
 
 /// A fixture app with `prefix` whose `get_env WHO` answers `who`.
 fn fixture_app(apps: &AppsDir, id: &str, prefix: &str, who: &str, args: &[&str]) {
@@ -59,15 +59,11 @@ async fn tools_follow_their_app_through_stop_and_restart() {
 
     // A restart withdraws the tools and brings them back from the new process.
     let pid = app.snapshot().pid;
-    let mut watch = app.watch();
     app.restart().unwrap();
-    tokio::time::timeout(
-        PATIENCE,
-        watch.wait_for(|s| s.restart_count == 1 && s.state.lifecycle == Lifecycle::Running),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    wait_watch(app.watch(), "fx to run again after its restart", |s| {
+        s.restart_count == 1 && s.state.lifecycle == Lifecycle::Running
+    })
+    .await;
     bridge.sync.synced().await;
     assert_ne!(app.snapshot().pid, pid);
     let output = bridge.call("fx.echo", r#"{"message": "restarted"}"#).await;
@@ -216,7 +212,7 @@ async fn registered_app_tools_map_to_safe_model_names_and_back() {
     let mut seen = HashSet::new();
     for entry in snapshot.entries() {
         let model = names.to_model(&entry.name).unwrap();
-        assert!(is_safe_model_name(model), "{model}");
+        assert!(provider_accepts(model), "{model}");
         assert_eq!(names.from_model(model), Some(entry.name.as_str()));
         assert!(seen.insert(model.to_owned()), "{model} is used twice");
     }

@@ -68,6 +68,9 @@ fn unreadable_and_malformed_files_are_errors_naming_them() {
     );
 }
 
+/// The size limit of configuration files, as the crate documents it (16 MiB).
+const MAX_CONFIG_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
 #[test]
 fn oversized_and_non_utf8_configuration_files_are_errors_naming_them() {
     let tree = Tree::new();
@@ -75,7 +78,7 @@ fn oversized_and_non_utf8_configuration_files_are_errors_naming_them() {
     let big = tree.path("big.json");
     std::fs::File::create(&big)
         .unwrap()
-        .set_len(mcpapp_discovery::MAX_CONFIG_FILE_BYTES + 1)
+        .set_len(MAX_CONFIG_FILE_BYTES + 1)
         .unwrap();
     let err = ConfigFile::read(&big).unwrap_err();
     assert!(matches!(err, ConfigError::TooLarge { .. }), "{err:?}");

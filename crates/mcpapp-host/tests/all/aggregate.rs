@@ -2,18 +2,16 @@
 //! both protocol eras (legacy sessions and stateless 2026-07-28 requests with
 //! `subscriptions/listen`).
 
-use std::sync::{Arc, Mutex};
-
-use mcpapp_testkit::{AppsDir, bin};
+use mcpapp_testkit::{AppsDir, Connection, Event, TestClient, bin, wait_watch};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
     ServerNotification, SubscriptionFilter,
 };
-use rmcp::service::{NotificationContext, RoleClient, RunningService, Subscription};
+use rmcp::service::{RoleClient, RunningService, Subscription};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
 use serde_json::{Value, json};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
 use crate::{Gateway, PATIENCE};
@@ -120,20 +118,6 @@ async fn mcp_and_the_app_proxy_keep_separate_surfaces() {
     gateway.shutdown().await;
 }
 
-/// Counts `notifications/tools/list_changed`.
-#[derive(Clone, Default)]
-struct ListWatcher {
-    changes: Arc<Mutex<u32>>,
-    notify: Arc<Notify>,
-}
-
-impl rmcp::ClientHandler for ListWatcher {
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        *self.changes.lock().unwrap() += 1;
-        self.notify.notify_waiters();
-    }
-}
-
 #[tokio::test]
 async fn mcp_clients_hear_when_the_tool_set_changes() {
     let apps = AppsDir::new();
@@ -144,32 +128,29 @@ async fn mcp_clients_hear_when_the_tool_set_changes() {
         r#"{"toolNamePrefix": "fx."}"#,
     );
     let gateway = Gateway::start(apps, |_| {}).await;
-    let watcher = ListWatcher::default();
-    let client = watcher
-        .clone()
-        .serve(StreamableHttpClientTransport::from_uri(format!(
-            "{}/mcp",
-            gateway.url
-        )))
-        .await
-        .unwrap();
+    let mut client = TestClient::builder()
+        .http(&format!("{}/mcp", gateway.url))
+        .await;
     let before = client.list_all_tools().await.unwrap().len();
-    let changed = watcher.notify.notified();
-    tokio::pin!(changed);
-    changed.as_mut().enable();
-    client
-        .call_tool(CallToolRequestParams::new("fx.notify_tools_changed"))
-        .await
-        .unwrap();
-    tokio::time::timeout(PATIENCE, changed).await.unwrap();
+    client.call("fx.notify_tools_changed", json!({})).await;
+    tool_list_changed(&mut client).await;
     let after = client.list_all_tools().await.unwrap();
     assert!(
         after.iter().any(|t| t.name == "fx.added_tool_1"),
         "{after:?}"
     );
     assert_eq!(after.len(), before + 1);
-    client.cancel().await.unwrap();
+    client.client.cancel().await.unwrap();
     gateway.shutdown().await;
+}
+
+/// Waits for `notifications/tools/list_changed` on a legacy session.
+async fn tool_list_changed(client: &mut Connection) {
+    client
+        .event("a tool list change", |e| {
+            matches!(e, Event::ToolListChanged).then_some(())
+        })
+        .await;
 }
 
 /// A gateway with the fixture app over stdio, its tools prefixed `fx.`.
@@ -486,39 +467,28 @@ async fn an_auto_client_negotiates_2026_on_mcp() {
 #[tokio::test]
 async fn one_change_reaches_legacy_sessions_and_every_listen() {
     let gateway = fixture_gateway().await;
-    let watcher = ListWatcher::default();
-    let legacy = watcher
-        .clone()
-        .serve(StreamableHttpClientTransport::from_uri(format!(
-            "{}/mcp",
-            gateway.url
-        )))
-        .await
-        .unwrap();
+    let mut legacy = TestClient::builder()
+        .http(&format!("{}/mcp", gateway.url))
+        .await;
     // Two clients, so the two listens may well carry the same request id.
     let first = modern_client(&gateway).await;
     let second = modern_client(&gateway).await;
     let mut first_listen = listen_for_tools(&first).await;
     let mut second_listen = listen_for_tools(&second).await;
-    let legacy_heard = watcher.notify.notified();
-    tokio::pin!(legacy_heard);
-    legacy_heard.as_mut().enable();
-
     first
         .call_tool(CallToolRequestParams::new("fx.notify_tools_changed"))
         .await
         .unwrap();
     expect_tool_list_change(&mut first_listen).await;
     expect_tool_list_change(&mut second_listen).await;
-    tokio::time::timeout(PATIENCE, legacy_heard).await.unwrap();
-    assert!(*watcher.changes.lock().unwrap() >= 1);
+    tool_list_changed(&mut legacy).await;
 
     first_listen.cancel().await.unwrap();
     second_listen.cancel().await.unwrap();
     for client in [first, second] {
         client.cancel().await.unwrap();
     }
-    legacy.cancel().await.unwrap();
+    legacy.client.cancel().await.unwrap();
     gateway.shutdown().await;
 }
 
@@ -548,15 +518,9 @@ impl<S: tracing::Subscriber> Layer<S> for ListenCounts {
 }
 
 /// Waits until the latest reported count of open listens is `n`.
-async fn open_listens_reach(counts: &mut watch::Receiver<Vec<u64>>, n: u64) {
-    let reached = tokio::time::timeout(PATIENCE, counts.wait_for(|c| c.last() == Some(&n)))
-        .await
-        .is_ok();
-    assert!(
-        reached,
-        "open listens never reached {n}: {:?}",
-        *counts.borrow()
-    );
+async fn open_listens_reach(counts: &watch::Receiver<Vec<u64>>, n: u64) {
+    let what = format!("open listens to reach {n}");
+    wait_watch(counts.clone(), what, |c| c.last() == Some(&n)).await;
 }
 
 #[tokio::test]
@@ -568,7 +532,7 @@ async fn a_closed_listen_leaves_the_endpoint() {
     // live dispatcher makes it ask all of them; the rebuild once the gateway runs repairs a
     // callsite registered while ours were being added.
     let _anchor = tracing::Dispatch::new(tracing_subscriber::registry());
-    let (counts_tx, mut counts) = watch::channel(Vec::new());
+    let (counts_tx, counts) = watch::channel(Vec::new());
     let _capture = tracing::subscriber::set_default(
         tracing_subscriber::registry().with(ListenCounts(counts_tx)),
     );
@@ -576,12 +540,12 @@ async fn a_closed_listen_leaves_the_endpoint() {
     tracing::callsite::rebuild_interest_cache();
     let client = modern_client(&gateway).await;
     let mut leaving = listen_for_tools(&client).await;
-    open_listens_reach(&mut counts, 1).await;
+    open_listens_reach(&counts, 1).await;
     let mut staying = listen_for_tools(&client).await;
-    open_listens_reach(&mut counts, 2).await;
+    open_listens_reach(&counts, 2).await;
 
     leaving.cancel().await.unwrap();
-    open_listens_reach(&mut counts, 1).await;
+    open_listens_reach(&counts, 1).await;
     // The one left still hears changes; the closed one is not tried again.
     client
         .call_tool(CallToolRequestParams::new("fx.notify_tools_changed"))
@@ -589,7 +553,7 @@ async fn a_closed_listen_leaves_the_endpoint() {
         .unwrap();
     expect_tool_list_change(&mut staying).await;
     staying.cancel().await.unwrap();
-    open_listens_reach(&mut counts, 0).await;
+    open_listens_reach(&counts, 0).await;
     assert_eq!(*counts.borrow(), vec![1, 2, 1, 0]);
     client.cancel().await.unwrap();
     gateway.shutdown().await;

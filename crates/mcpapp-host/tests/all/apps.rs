@@ -1,7 +1,7 @@
 //! `/apps/health`, `/apps`, `/apps/{id}`, control and reload.
 
 use mcpapp_manifest::Lifecycle;
-use mcpapp_testkit::{AppsDir, bin};
+use mcpapp_testkit::{AppsDir, bin, wait_state, wait_watch};
 use serde_json::json;
 
 use crate::{Gateway, PATIENCE};
@@ -179,7 +179,7 @@ async fn app_detail_keeps_the_stderr_of_the_current_and_the_previous_run_apart()
     // Only the first run sees a tool call.
     app.call_tool("echo", None, None).await.unwrap();
     assert!(
-        mcpapp_testkit::eventually(PATIENCE, || app
+        mcpapp_testkit::eventually(PATIENCE, async || app
             .stderr_tail()
             .iter()
             .any(|l| l.ends_with("tool call 1: echo")))
@@ -190,16 +190,12 @@ async fn app_detail_keeps_the_stderr_of_the_current_and_the_previous_run_apart()
     let (_, before) = gateway.get_json("/apps/tails").await;
     assert_eq!(before["previousStderrTail"], json!([]));
 
-    let mut watch = app.watch();
     let (status, _) = gateway.post_json("/apps/tails/restart").await;
     assert_eq!(status, 202);
-    tokio::time::timeout(
-        PATIENCE,
-        watch.wait_for(|s| s.restart_count == 1 && s.state.lifecycle == Lifecycle::Running),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    wait_watch(app.watch(), "tails to run again after its restart", |s| {
+        s.restart_count == 1 && s.state.lifecycle == Lifecycle::Running
+    })
+    .await;
     let (status, body) = gateway.get_json("/apps/tails").await;
     assert_eq!(status, 200);
     let lines = |key: &str| -> Vec<String> {
@@ -231,20 +227,10 @@ async fn control_routes_stop_start_and_restart() {
     let app = gateway.supervisor.get("ctl").unwrap();
     let (status, body) = gateway.post_json("/apps/ctl/stop").await;
     assert_eq!((status, &body["ok"]), (202, &json!(true)));
-    let mut watch = app.watch();
-    watch
-        .wait_for(|s| s.state.lifecycle == Lifecycle::Stopped)
-        .await
-        .unwrap();
+    wait_state(app.watch(), Lifecycle::Stopped).await;
     let (status, _) = gateway.post_json("/apps/ctl/start").await;
     assert_eq!(status, 202);
-    tokio::time::timeout(
-        PATIENCE,
-        watch.wait_for(|s| s.state.lifecycle == Lifecycle::Running),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    wait_state(app.watch(), Lifecycle::Running).await;
     let (status, _) = gateway.post_json("/apps/ctl/explode").await;
     assert_eq!(status, 404);
     let (status, _) = gateway.post_json("/apps/nope/start").await;
@@ -265,14 +251,7 @@ async fn reload_picks_up_a_new_manifest() {
     assert_eq!(body["added"], json!(["second"]));
     assert_eq!(body["unchanged"], json!(["first"]));
     let second = gateway.supervisor.get("second").unwrap();
-    let mut watch = second.watch();
-    tokio::time::timeout(
-        PATIENCE,
-        watch.wait_for(|s| s.state.lifecycle == Lifecycle::Running),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    wait_state(second.watch(), Lifecycle::Running).await;
     let (_, list) = gateway.get_json("/apps").await;
     assert_eq!(list["apps"].as_array().unwrap().len(), 2);
     gateway.shutdown().await;

@@ -8,7 +8,7 @@ use axum::body::{Body, Bytes};
 use axum::routing::get;
 use futures::StreamExt;
 use mcpapp_host::ConnectionLimits;
-use mcpapp_testkit::AppsDir;
+use mcpapp_testkit::{AppsDir, eventually};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -187,15 +187,16 @@ async fn connections_over_the_cap_get_503_until_one_closes() {
 
     // Closing one frees its slot once the gateway notices.
     drop(first);
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    let served = loop {
-        let reply = raw_get(&addr, "/apps/health").await;
-        if reply.starts_with("HTTP/1.1 200") || tokio::time::Instant::now() > deadline {
-            break reply;
-        }
-        assert!(reply.starts_with("HTTP/1.1 503"), "{reply}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let mut served = String::new();
+    eventually(PATIENCE, async || {
+        served = raw_get(&addr, "/apps/health").await;
+        assert!(
+            served.starts_with("HTTP/1.1 200") || served.starts_with("HTTP/1.1 503"),
+            "{served}"
+        );
+        served.starts_with("HTTP/1.1 200")
+    })
+    .await;
     assert!(served.starts_with("HTTP/1.1 200"), "{served}");
     gateway.shutdown().await;
 }
@@ -255,14 +256,10 @@ async fn shutdown_finishes_requests_lets_streams_drain_then_cuts_them() {
 
     stop_tx.send(()).unwrap();
     // No new connections once shutting down.
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while TcpStream::connect(addr).await.is_ok() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "still accepting after shutdown"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert!(
+        eventually(PATIENCE, async || TcpStream::connect(addr).await.is_err()).await,
+        "still accepting after shutdown"
+    );
     // The request in progress still gets its answer.
     release_tx.send(true).unwrap();
     let answer = waiting.await.unwrap().unwrap();

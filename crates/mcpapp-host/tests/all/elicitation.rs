@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use mcpapp_bridge::ToolContext;
-use mcpapp_testkit::{AppsDir, HttpApp, Over, bin};
+use mcpapp_testkit::{AppsDir, HttpApp, Over, bin, eventually};
 use serde_json::{Value, json};
 
 use crate::{Gateway, PATIENCE};
@@ -236,15 +236,11 @@ async fn a_chat_stream_that_ends_takes_its_elicitations_with_it() {
         .to_owned();
     // The page goes away: its elicitation stops waiting.
     drop(turn);
-    let mut gone = false;
-    for _ in 0..300 {
+    let gone = eventually(PATIENCE, async || {
         let (status, _) = post_answer(&gateway, &id, &json!({"action": "decline"})).await;
-        if status == 404 {
-            gone = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        status == 404
+    })
+    .await;
     assert!(gone, "the elicitation still waits after its stream ended");
     // The app is free again: its next elicitation is asked and answered as usual.
     let mut turn = Turn::start(&gateway, r#"/call fx.elicit {"message": "m"}"#, "chat-e4").await;

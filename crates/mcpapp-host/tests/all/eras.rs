@@ -2,52 +2,25 @@
 //! session) and of 2025-11-25, on the one upstream session of an app of either era.
 
 use mcpapp_manifest::Era;
-use mcpapp_testkit::{AppsDir, HttpApp, Over, bin};
-use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-    ElicitationAction, Implementation, ProtocolVersion, ServerNotification, SubscriptionFilter,
+use mcpapp_testkit::{
+    AppsDir, Connection, Elicit, Event, HttpApp, Over, TestClient, TestClientBuilder, bin, within,
 };
-use rmcp::service::{RequestContext, RoleClient, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{ClientLifecycleMode, ClientServiceExt};
+use rmcp::ClientLifecycleMode;
+use rmcp::model::{CallToolRequestParams, ProtocolVersion, ServerNotification, SubscriptionFilter};
 use serde_json::json;
 
 use crate::{Gateway, PATIENCE};
 
-/// A client that accepts every elicitation with a fixed answer.
-#[derive(Clone)]
-pub(crate) struct Answering;
-
-impl rmcp::ClientHandler for Answering {
-    async fn create_elicitation(
-        &self,
-        _request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, rmcp::ErrorData> {
-        let mut result = ElicitResult::new(ElicitationAction::Accept);
-        result.content = Some(json!({"name": "Ada", "agree": true}));
-        Ok(result)
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::builder().enable_elicitation().build(),
-            Implementation::new("modern-browser", "1"),
-        )
-    }
+/// A browser-like client that accepts every elicitation with a fixed answer.
+fn browser(name: &str) -> TestClientBuilder {
+    TestClient::builder()
+        .name(name)
+        .elicit(Elicit::Accept(json!({"name": "Ada", "agree": true})))
 }
 
 /// A client pinned to 2026-07-28 (`server/discover`, no `initialize`).
-pub(crate) async fn modern_client(url: &str) -> RunningService<RoleClient, Answering> {
-    Answering
-        .serve_with_lifecycle(
-            StreamableHttpClientTransport::from_uri(url.to_owned()),
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .expect("a 2026-07-28 client connects")
+pub(crate) async fn modern_client(url: &str) -> Connection {
+    browser("modern-browser").discover().http(url).await
 }
 
 fn args(value: serde_json::Value) -> rmcp::model::JsonObject {
@@ -135,7 +108,7 @@ async fn a_2026_client_uses_a_legacy_app_through_the_proxy() {
             .unwrap();
         assert_eq!(seen.structured_content.unwrap()["count"], 1, "{over:?}");
         drop(listen);
-        client.cancel().await.unwrap();
+        client.client.cancel().await.unwrap();
         gateway.shutdown().await;
     }
 }
@@ -145,22 +118,19 @@ async fn an_auto_mode_client_negotiates_2026_on_the_proxy() {
     let apps = AppsDir::new();
     let _server = apps.test_app("fx", "fixture-app", Over::Stdio);
     let gateway = Gateway::start(apps, |_| {}).await;
-    let client = Answering
-        .serve_with_lifecycle(
-            StreamableHttpClientTransport::from_uri(format!("{}/apps/mcp/fx", gateway.url)),
-            ClientLifecycleMode::Auto {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                legacy_version: Some(ProtocolVersion::V_2025_11_25),
-            },
-        )
-        .await
-        .unwrap();
+    let client = browser("modern-browser")
+        .lifecycle(ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::V_2025_11_25),
+        })
+        .http(&format!("{}/apps/mcp/fx", gateway.url))
+        .await;
     assert_eq!(
         client.peer_info().unwrap().protocol_version,
         ProtocolVersion::V_2026_07_28
     );
     assert!(!client.list_all_tools().await.unwrap().is_empty());
-    client.cancel().await.unwrap();
+    client.client.cancel().await.unwrap();
     gateway.shutdown().await;
 }
 
@@ -183,35 +153,6 @@ fn fixture(apps: &AppsDir, id: &str, era: Era, over: Over) -> Option<HttpApp> {
     }
 }
 
-/// A legacy client (2025-11-25, `initialize`) that answers elicitation and reports tool list
-/// changes.
-#[derive(Clone)]
-struct LegacyClient {
-    changes: tokio::sync::mpsc::UnboundedSender<()>,
-}
-
-impl rmcp::ClientHandler for LegacyClient {
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, rmcp::ErrorData> {
-        Answering.create_elicitation(request, context).await
-    }
-
-    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
-        let _ = self.changes.send(());
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::builder().enable_elicitation().build(),
-            Implementation::new("legacy-browser", "1"),
-        )
-        .with_protocol_version(ProtocolVersion::V_2025_11_25)
-    }
-}
-
 /// One cell of the matrix: a client of `client` era, through the proxy, onto an app of `app`
 /// era over `over`: list, call, hear a list change, answer an elicitation, cancel a call.
 async fn cell(client_era: Era, app_era: Era, over: Over) {
@@ -227,30 +168,11 @@ async fn cell(client_era: Era, app_era: Era, over: Over) {
         app.snapshot().state.last_error
     );
     let url = format!("{}/apps/mcp/fx", gateway.url);
-    let (changes_tx, mut changes) = tokio::sync::mpsc::unbounded_channel();
-    enum Client {
-        Legacy(RunningService<RoleClient, LegacyClient>),
-        Modern(RunningService<RoleClient, Answering>),
-    }
-    let client = match client_era {
-        Era::Legacy => {
-            let handler = LegacyClient {
-                changes: changes_tx,
-            };
-            let client = rmcp::ServiceExt::serve(
-                handler,
-                StreamableHttpClientTransport::from_uri(url.clone()),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("{label}: {e}"));
-            Client::Legacy(client)
-        }
-        Era::Modern => Client::Modern(modern_client(&url).await),
+    let mut client = match client_era {
+        Era::Legacy => browser("legacy-browser").http(&url).await,
+        Era::Modern => modern_client(&url).await,
     };
-    let peer = match &client {
-        Client::Legacy(c) => c.peer().clone(),
-        Client::Modern(c) => c.peer().clone(),
-    };
+    let peer = client.peer().clone();
     let expected_version = match client_era {
         Era::Legacy => ProtocolVersion::V_2025_11_25,
         Era::Modern => ProtocolVersion::V_2026_07_28,
@@ -273,13 +195,14 @@ async fn cell(client_era: Era, app_era: Era, over: Over) {
     assert_eq!(echo.structured_content.unwrap()["message"], "hi", "{label}");
 
     // A list change reaches the client, in its era's way.
-    let mut listen = match &client {
-        Client::Modern(c) => Some(
-            c.listen(SubscriptionFilter::builder().tools_list_changed().build())
+    let mut listen = match client_era {
+        Era::Modern => Some(
+            client
+                .listen(SubscriptionFilter::builder().tools_list_changed().build())
                 .await
                 .unwrap_or_else(|e| panic!("{label}: {e}")),
         ),
-        Client::Legacy(_) => None,
+        Era::Legacy => None,
     };
     app.call_tool("notify_tools_changed", None, None)
         .await
@@ -298,23 +221,23 @@ async fn cell(client_era: Era, app_era: Era, over: Over) {
                 "{label}: {changed:?}"
             );
         }
-        None => tokio::time::timeout(PATIENCE, changes.recv())
-            .await
-            .unwrap_or_else(|_| panic!("{label}: no list change"))
-            .unwrap(),
+        None => {
+            client
+                .event(format!("{label}: a list change"), |e| {
+                    matches!(e, Event::ToolListChanged).then_some(())
+                })
+                .await
+        }
     }
 
     // An elicitation round trip: the app asks, the client answers, the call completes.
     let elicit =
         CallToolRequestParams::new("elicit").with_arguments(args(json!({"message": "name?"})));
-    let answer = tokio::time::timeout(PATIENCE, async {
-        match &client {
-            Client::Legacy(c) => c.call_tool(elicit).await,
-            Client::Modern(c) => c.call_tool(elicit).await,
-        }
-    })
+    let answer = within(
+        format!("{label}: the elicitation"),
+        client.call_tool(elicit),
+    )
     .await
-    .unwrap_or_else(|_| panic!("{label}: the elicitation never completed"))
     .unwrap_or_else(|e| panic!("{label}: {e}"));
     let text = answer.content[0].as_text().unwrap().text.clone();
     assert!(
@@ -332,10 +255,7 @@ async fn cell(client_era: Era, app_era: Era, over: Over) {
     assert_eq!(seen.structured_content.unwrap()["count"], 1, "{label}");
 
     drop(listen);
-    match client {
-        Client::Legacy(c) => drop(c.cancel().await),
-        Client::Modern(c) => drop(c.cancel().await),
-    }
+    drop(client.client.cancel().await);
     gateway.shutdown().await;
 }
 
@@ -399,14 +319,9 @@ async fn an_app_that_speaks_only_2026_runs_and_its_tools_reach_the_agent_and_mcp
             "{over:?}: {registered:?}"
         );
         // And on /mcp, for a legacy client.
-        let mcp = rmcp::ServiceExt::serve(
-            LegacyClient {
-                changes: tokio::sync::mpsc::unbounded_channel().0,
-            },
-            StreamableHttpClientTransport::from_uri(format!("{}/mcp", gateway.url)),
-        )
-        .await
-        .unwrap();
+        let mcp = browser("legacy-browser")
+            .http(&format!("{}/mcp", gateway.url))
+            .await;
         let listed = mcp.list_all_tools().await.unwrap();
         assert!(listed.iter().any(|t| t.name == "echo"), "{over:?}");
         // The agent's own call of a tool that asks for input is declined, not stuck.
@@ -419,7 +334,7 @@ async fn an_app_that_speaks_only_2026_runs_and_its_tools_reach_the_agent_and_mcp
             "declined",
             "{over:?}"
         );
-        drop(mcp.cancel().await);
+        drop(mcp.client.cancel().await);
         gateway.shutdown().await;
     }
 }

@@ -2,11 +2,12 @@
 //! an install run as a job, bad values refused naming the input, secret values in no answer
 //! or job line, and removal.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mcpapp_discovery::Discovery;
 use mcpapp_install::{Installer, SecretStore};
 use mcpapp_manifest::{McpAppsConfig, RegistryConfig};
+use mcpapp_testkit::{PATIENCE, eventually};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "installer-token-41aa";
@@ -38,22 +39,22 @@ async fn request(
 
 /// Polls a job until it ends.
 async fn finish(base: &str, job: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (status, body) = request(
+    let mut body = Value::Null;
+    let ended = eventually(PATIENCE, async || {
+        let (status, now) = request(
             "GET",
             &format!("{base}/installer/jobs/{job}"),
             Some(TOKEN),
             None,
         )
         .await;
-        assert_eq!(status, 200, "{body}");
-        if body["state"] != "running" {
-            return body;
-        }
-        assert!(Instant::now() < deadline, "the job did not end: {body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        assert_eq!(status, 200, "{now}");
+        body = now;
+        body["state"] != "running"
+    })
+    .await;
+    assert!(ended, "the job did not end: {body}");
+    body
 }
 
 #[tokio::test]

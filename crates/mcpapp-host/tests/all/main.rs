@@ -34,7 +34,8 @@ use mcpapp_supervisor::{SupervisionPolicy, Supervisor};
 use mcpapp_testkit::AppsDir;
 use serde_json::Value;
 
-pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
+/// The one bound of every wait (the testkit's, for all suites).
+pub(crate) use mcpapp_testkit::PATIENCE;
 
 /// A gateway serving on a free loopback port, built by the composition root the gateway
 /// binary uses, over the apps of an [`AppsDir`].

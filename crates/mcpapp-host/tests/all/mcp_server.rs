@@ -5,138 +5,50 @@
 //! client, cancellation, list changes and resource updates, and a session that outlives one
 //! app's restart.
 
-use std::sync::{Arc, Mutex};
-
 use mcpapp_manifest::MCP_APP_MIME_TYPE as MCP_APP_MIME;
-use mcpapp_testkit::{AppsDir, bin};
+use mcpapp_testkit::{
+    AppsDir, Connection, Elicit, Event, TestClient, TestClientBuilder, bin, wait_watch,
+};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ClientRequest,
-    CompleteRequestParams, ElicitRequestParams, ElicitResult, ElicitationAction,
-    GetPromptRequestParams, Implementation, ProgressNotificationParam, ProtocolVersion,
-    ReadResourceRequestParams, ResourceUpdatedNotificationParam, ServerNotification,
-    SubscribeRequestParams, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResult, ClientRequest, CompleteRequestParams,
+    GetPromptRequestParams, ReadResourceRequestParams, ServerNotification, SubscribeRequestParams,
+    SubscriptionFilter, Tool,
 };
-use rmcp::service::{
-    NotificationContext, PeerRequestOptions, RequestContext, RoleClient, RunningService,
-};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
+use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 
 use crate::{Gateway, PATIENCE};
 
-/// What a test client heard, and a bell for every change.
-#[derive(Default)]
-struct Heard {
-    progress: Mutex<Vec<ProgressNotificationParam>>,
-    updated: Mutex<Vec<String>>,
-    tools_changed: Mutex<u32>,
-    resources_changed: Mutex<u32>,
-    prompts_changed: Mutex<u32>,
-    elicitations: Mutex<Vec<String>>,
-    bell: Notify,
+/// A client like an MCP Apps host: it declares form elicitation (and, with `ui`, the UI
+/// extension) and accepts every elicitation with a fixed form.
+fn apps_host(ui: bool) -> TestClientBuilder {
+    let mut capabilities = json!({ "elicitation": { "form": {} } });
+    if ui {
+        capabilities["extensions"] =
+            json!({ "io.modelcontextprotocol/ui": { "mimeTypes": [MCP_APP_MIME] } });
+    }
+    TestClient::builder()
+        .name("apps-host")
+        .capabilities(serde_json::from_value(capabilities).unwrap())
+        .elicit(Elicit::Accept(json!({"name": "Ada", "agree": true})))
 }
 
-impl Heard {
-    /// Waits until `done` holds of what was heard.
-    async fn until(&self, what: &str, done: impl Fn(&Self) -> bool) {
-        let waited = tokio::time::timeout(PATIENCE, async {
-            loop {
-                let rung = self.bell.notified();
-                tokio::pin!(rung);
-                rung.as_mut().enable();
-                if done(self) {
-                    return;
-                }
-                rung.await;
-            }
+/// The message of the next elicitation the client was asked; fails if another follows it.
+async fn only_elicitation(client: &mut Connection) -> String {
+    let asked = client
+        .event("an elicitation", |e| match e {
+            Event::ElicitationAsked { message, .. } => Some(message),
+            _ => None,
         })
         .await;
-        assert!(waited.is_ok(), "never heard {what}");
+    while let Ok(event) = client.events.try_recv() {
+        assert!(
+            !matches!(event, Event::ElicitationAsked { .. }),
+            "a second elicitation: {event:?}"
+        );
     }
+    asked
 }
-
-/// A client like an MCP Apps host: it declares the UI extension and form elicitation, and
-/// answers every elicitation with a fixed form.
-#[derive(Clone)]
-struct AppsHost {
-    heard: Arc<Heard>,
-    ui: bool,
-}
-
-impl AppsHost {
-    fn new(ui: bool) -> Self {
-        Self {
-            heard: Arc::default(),
-            ui,
-        }
-    }
-}
-
-impl rmcp::ClientHandler for AppsHost {
-    fn get_info(&self) -> ClientConfig {
-        let mut capabilities = json!({ "elicitation": { "form": {} } });
-        if self.ui {
-            capabilities["extensions"] =
-                json!({ "io.modelcontextprotocol/ui": { "mimeTypes": [MCP_APP_MIME] } });
-        }
-        let capabilities: ClientCapabilities = serde_json::from_value(capabilities).unwrap();
-        ClientConfig::new(capabilities, Implementation::new("apps-host", "1"))
-            .with_protocol_version(ProtocolVersion::V_2025_11_25)
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, rmcp::ErrorData> {
-        let asked = serde_json::to_value(&request).unwrap();
-        self.heard
-            .elicitations
-            .lock()
-            .unwrap()
-            .push(asked["message"].as_str().unwrap_or_default().to_owned());
-        let mut result = ElicitResult::new(ElicitationAction::Accept);
-        result.content = Some(json!({"name": "Ada", "agree": true}));
-        Ok(result)
-    }
-
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _: NotificationContext<RoleClient>,
-    ) {
-        self.heard.progress.lock().unwrap().push(params);
-        self.heard.bell.notify_waiters();
-    }
-
-    async fn on_resource_updated(
-        &self,
-        params: ResourceUpdatedNotificationParam,
-        _: NotificationContext<RoleClient>,
-    ) {
-        self.heard.updated.lock().unwrap().push(params.uri);
-        self.heard.bell.notify_waiters();
-    }
-
-    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
-        *self.heard.tools_changed.lock().unwrap() += 1;
-        self.heard.bell.notify_waiters();
-    }
-
-    async fn on_resource_list_changed(&self, _: NotificationContext<RoleClient>) {
-        *self.heard.resources_changed.lock().unwrap() += 1;
-        self.heard.bell.notify_waiters();
-    }
-
-    async fn on_prompt_list_changed(&self, _: NotificationContext<RoleClient>) {
-        *self.heard.prompts_changed.lock().unwrap() += 1;
-        self.heard.bell.notify_waiters();
-    }
-}
-
-type Client = RunningService<RoleClient, AppsHost>;
 
 /// A gateway with the fixture (`fx.`) and grocery (`grocery.`) apps.
 async fn two_apps() -> Gateway {
@@ -156,14 +68,8 @@ async fn two_apps() -> Gateway {
     Gateway::start(apps, |_| {}).await
 }
 
-async fn connect(gateway: &Gateway, path: &str, ui: bool) -> Client {
-    AppsHost::new(ui)
-        .serve(StreamableHttpClientTransport::from_uri(format!(
-            "{}{path}",
-            gateway.url
-        )))
-        .await
-        .unwrap()
+async fn connect(gateway: &Gateway, path: &str, ui: bool) -> Connection {
+    apps_host(ui).http(&format!("{}{path}", gateway.url)).await
 }
 
 fn args(value: Value) -> serde_json::Map<String, Value> {
@@ -313,7 +219,7 @@ async fn tools_keep_every_field_and_their_ui_is_read_through_the_rewritten_uri()
     );
 
     for client in [host, plain, app] {
-        client.cancel().await.unwrap();
+        client.client.cancel().await.unwrap();
     }
     gateway.shutdown().await;
 }
@@ -354,8 +260,8 @@ async fn results_reach_mcp_clients_exactly_as_the_app_sent_them() {
         serde_json::to_value(&failed).unwrap(),
         serde_json::to_value(&failed_direct).unwrap()
     );
-    host.cancel().await.unwrap();
-    app.cancel().await.unwrap();
+    host.client.cancel().await.unwrap();
+    app.client.cancel().await.unwrap();
     gateway.shutdown().await;
 }
 
@@ -416,16 +322,15 @@ async fn prompts_and_completions_are_served_under_the_apps_prefix() {
         json!({"name": "storeId", "value": ""}),
     )
     .await;
-    host.cancel().await.unwrap();
-    app.cancel().await.unwrap();
+    host.client.cancel().await.unwrap();
+    app.client.cancel().await.unwrap();
     gateway.shutdown().await;
 }
 
 #[tokio::test]
 async fn progress_elicitation_and_cancellation_travel_between_the_app_and_the_mcp_client() {
     let gateway = two_apps().await;
-    let host = connect(&gateway, "/mcp", true).await;
-    let heard = host.service().heard.clone();
+    let mut host = connect(&gateway, "/mcp", true).await;
 
     let done = host
         .call_tool(
@@ -434,12 +339,16 @@ async fn progress_elicitation_and_cancellation_travel_between_the_app_and_the_mc
         .await
         .unwrap();
     assert_eq!(done.structured_content.unwrap()["steps"], 3);
-    heard
-        .until("three progress notifications", |h| {
-            h.progress.lock().unwrap().len() >= 3
-        })
-        .await;
-    let progress = heard.progress.lock().unwrap().clone();
+    let mut progress = Vec::new();
+    while progress.len() < 3 {
+        let step = host
+            .event("a progress notification", |e| match e {
+                Event::Progress(p) => Some(p),
+                _ => None,
+            })
+            .await;
+        progress.push(step);
+    }
     let steps: Vec<f64> = progress.iter().map(|p| p.progress).collect();
     assert_eq!(steps, [1.0, 2.0, 3.0], "{progress:?}");
     // Under the client's own token (the app saw the gateway's, unique on its session).
@@ -465,7 +374,7 @@ async fn progress_elicitation_and_cancellation_travel_between_the_app_and_the_mc
         text.starts_with("accepted") && text.contains("Ada"),
         "{text}"
     );
-    assert_eq!(*heard.elicitations.lock().unwrap(), ["who are you?"]);
+    assert_eq!(only_elicitation(&mut host).await, "who are you?");
 
     // A cancelled call is cancelled at the app.
     let handle = host
@@ -494,24 +403,22 @@ async fn progress_elicitation_and_cancellation_travel_between_the_app_and_the_mc
         .await
         .unwrap();
     assert_eq!(counted.structured_content.unwrap()["count"], 1);
-    host.cancel().await.unwrap();
+    host.client.cancel().await.unwrap();
     gateway.shutdown().await;
 }
 
 #[tokio::test]
 async fn list_changes_and_resource_updates_reach_a_session_that_outlives_an_apps_restart() {
     let gateway = two_apps().await;
-    let host = connect(&gateway, "/mcp", true).await;
-    let heard = host.service().heard.clone();
+    let mut host = connect(&gateway, "/mcp", true).await;
 
     host.call_tool(CallToolRequestParams::new("fx.notify_tools_changed"))
         .await
         .unwrap();
-    heard
-        .until("a tool list change", |h| {
-            *h.tools_changed.lock().unwrap() >= 1
-        })
-        .await;
+    host.event("a tool list change", |e| {
+        matches!(e, Event::ToolListChanged).then_some(())
+    })
+    .await;
     let tools = host.list_all_tools().await.unwrap();
     assert!(
         tools.iter().any(|t| t.name == "fx.added_tool_1"),
@@ -521,11 +428,10 @@ async fn list_changes_and_resource_updates_reach_a_session_that_outlives_an_apps
     host.call_tool(CallToolRequestParams::new("fx.notify_resources_changed"))
         .await
         .unwrap();
-    heard
-        .until("a resource list change", |h| {
-            *h.resources_changed.lock().unwrap() >= 1
-        })
-        .await;
+    host.event("a resource list change", |e| {
+        matches!(e, Event::ResourceListChanged).then_some(())
+    })
+    .await;
 
     // A 2025-11-25 session subscribes the legacy way.
     #[allow(deprecated)]
@@ -540,67 +446,53 @@ async fn list_changes_and_resource_updates_reach_a_session_that_outlives_an_apps
         .await
         .unwrap();
     assert_eq!(touched.structured_content.unwrap()["sessions"], 1);
-    heard
-        .until("the resource update", |h| {
-            !h.updated.lock().unwrap().is_empty()
+    let updated = host
+        .event("the resource update", |e| match e {
+            Event::ResourceUpdated(uri) => Some(uri),
+            _ => None,
         })
         .await;
-    assert_eq!(
-        *heard.updated.lock().unwrap(),
-        ["ui://fx/fixture/view.html"]
-    );
+    assert_eq!(updated, "ui://fx/fixture/view.html");
 
     // Grocery restarts: its prompts go and come back, and the session goes on.
-    let before = *heard.prompts_changed.lock().unwrap();
+    while host.events.try_recv().is_ok() {}
     let restart = reqwest::Client::new()
         .post(format!("{}/apps/grocery/restart", gateway.url))
         .send()
         .await
         .unwrap();
     assert!(restart.status().is_success(), "{restart:?}");
-    heard
-        .until("a prompt list change", |h| {
-            *h.prompts_changed.lock().unwrap() > before
-        })
-        .await;
-    let mut grocery = gateway.supervisor.get("grocery").unwrap().watch();
-    tokio::time::timeout(
-        PATIENCE,
-        grocery.wait_for(|s| {
-            s.restart_count >= 1 && s.state.lifecycle == mcpapp_manifest::Lifecycle::Running
-        }),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    host.event("a prompt list change", |e| {
+        matches!(e, Event::PromptListChanged).then_some(())
+    })
+    .await;
+    let grocery = gateway.supervisor.get("grocery").unwrap().watch();
+    wait_watch(grocery, "grocery to run again after its restart", |s| {
+        s.restart_count >= 1 && s.state.lifecycle == mcpapp_manifest::Lifecycle::Running
+    })
+    .await;
     let stores = host
         .call_tool(CallToolRequestParams::new("grocery.get_stores").with_arguments(args(json!({}))))
         .await
         .unwrap();
     assert_ne!(stores.is_error, Some(true), "{stores:?}");
-    host.cancel().await.unwrap();
+    host.client.cancel().await.unwrap();
     gateway.shutdown().await;
 }
 
 /// The same host, pinned to 2026-07-28 (no session: every request on its own).
-async fn connect_modern(gateway: &Gateway) -> Client {
-    AppsHost::new(true)
-        .serve_with_lifecycle(
-            StreamableHttpClientTransport::from_uri(format!("{}/mcp", gateway.url)),
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            },
-        )
+async fn connect_modern(gateway: &Gateway) -> Connection {
+    apps_host(true)
+        .discover()
+        .http(&format!("{}/mcp", gateway.url))
         .await
-        .unwrap()
 }
 
 #[tokio::test]
 async fn a_2026_client_gets_the_same_server_with_input_rounds_and_listens() {
     let gateway = two_apps().await;
-    let modern = connect_modern(&gateway).await;
+    let mut modern = connect_modern(&gateway).await;
     let legacy = connect(&gateway, "/mcp", true).await;
-    let heard = modern.service().heard.clone();
 
     // The same tools, in the client's era.
     let names = |tools: Vec<Tool>| -> Vec<String> {
@@ -629,7 +521,7 @@ async fn a_2026_client_gets_the_same_server_with_input_rounds_and_listens() {
         text.starts_with("accepted") && text.contains("Ada"),
         "{text}"
     );
-    assert_eq!(*heard.elicitations.lock().unwrap(), ["and you?"]);
+    assert_eq!(only_elicitation(&mut modern).await, "and you?");
 
     // A listen hears a namespaced resource's updates under the client's URI.
     let mut listen = modern
@@ -666,8 +558,8 @@ async fn a_2026_client_gets_the_same_server_with_input_rounds_and_listens() {
         other => panic!("{other:?}"),
     }
     listen.cancel().await.unwrap();
-    modern.cancel().await.unwrap();
-    legacy.cancel().await.unwrap();
+    modern.client.cancel().await.unwrap();
+    legacy.client.cancel().await.unwrap();
     gateway.shutdown().await;
 }
 
@@ -703,6 +595,6 @@ async fn an_own_tool_name_two_apps_share_must_be_called_by_its_mcp_name() {
             .unwrap();
         assert_eq!(called.structured_content.unwrap()["name"], "app_only_tool");
     }
-    host.cancel().await.unwrap();
+    host.client.cancel().await.unwrap();
     gateway.shutdown().await;
 }

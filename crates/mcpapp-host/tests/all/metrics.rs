@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use mcpapp_testkit::{AppsDir, bin, eventually};
+use mcpapp_testkit::{AppsDir, bin, eventually, wait_watch};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -363,21 +363,12 @@ async fn metrics_need_the_token_parse_and_move_with_calls_on_every_path() {
     let _ = tokio::time::timeout(std::time::Duration::from_millis(300), hang).await;
 
     let mut after = Vec::new();
-    let moved = {
-        let mut moved = false;
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        while tokio::time::Instant::now() < deadline {
-            after = scrape(&gateway).await;
-            if calls(&after, "fx", "hang", "proxy", "cancelled") == 1.0
-                && calls(&after, "fx", "hang", "agent", "timeout") == 1.0
-            {
-                moved = true;
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        moved
-    };
+    let moved = eventually(PATIENCE, async || {
+        after = scrape(&gateway).await;
+        calls(&after, "fx", "hang", "proxy", "cancelled") == 1.0
+            && calls(&after, "fx", "hang", "agent", "timeout") == 1.0
+    })
+    .await;
     assert!(moved, "{after:?}");
     assert_eq!(calls(&after, "fx", "echo", "agent", "ok"), 1.0);
     assert_eq!(calls(&after, "fx", "echo", "proxy", "ok"), 1.0);
@@ -449,12 +440,10 @@ async fn metrics_need_the_token_parse_and_move_with_calls_on_every_path() {
         .unwrap();
     assert!(restarted.status().is_success(), "{}", restarted.status());
     let app = gateway.supervisor.get("fx").unwrap();
-    assert!(
-        eventually(PATIENCE, || app.snapshot().restart_count == 1
-            && app.snapshot().state.lifecycle
-                == mcpapp_manifest::Lifecycle::Running)
-        .await
-    );
+    wait_watch(app.watch(), "fx to run again after its restart", |s| {
+        s.restart_count == 1 && s.state.lifecycle == mcpapp_manifest::Lifecycle::Running
+    })
+    .await;
     let restarted = scrape(&gateway).await;
     assert_eq!(
         value(&restarted, "mcpapp_app_restarts_total", &[("app", "fx")]),

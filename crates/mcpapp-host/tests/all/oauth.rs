@@ -631,11 +631,9 @@ async fn the_client_metadata_document_is_served_and_used_where_the_operator_publ
 
     // Anything but an https URL with a path stops the gateway with an error naming it.
     setup.settings.oauth_client_metadata_url = Some("http://gw.example.com/client.json".into());
-    let err = setup
-        .try_start()
-        .await
-        .err()
-        .expect("a plain-http document URL");
+    let Err(err) = setup.try_start().await else {
+        panic!("a gateway started with a plain-http document URL");
+    };
     assert!(
         err.to_string()
             .contains("http://gw.example.com/client.json"),

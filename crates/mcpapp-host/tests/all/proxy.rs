@@ -4,10 +4,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use mcpapp_manifest::Lifecycle;
-use mcpapp_testkit::{AppsDir, Over, bin};
-use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, ElicitRequestParams, ElicitResult, ElicitationAction};
-use rmcp::transport::StreamableHttpClientTransport;
+use mcpapp_testkit::{
+    AppsDir, Elicit, Over, TestClient, bin, eventually, structured, text, wait_state,
+};
 use serde_json::{Value, json};
 
 use crate::{Gateway, PATIENCE};
@@ -216,11 +215,7 @@ async fn unknown_apps_get_404_and_stopped_apps_503() {
 
     let app = gateway.supervisor.get("fx").unwrap();
     app.stop().unwrap();
-    let mut watch = app.watch();
-    watch
-        .wait_for(|s| s.state.lifecycle == Lifecycle::Stopped)
-        .await
-        .unwrap();
+    wait_state(app.watch(), Lifecycle::Stopped).await;
     let response = send("fx").await.unwrap();
     assert_eq!(response.status(), 503);
     let body: Value = response.json().await.unwrap();
@@ -364,70 +359,30 @@ async fn resources_updated_arrives_on_the_browser_get_stream() {
     }
 }
 
-/// A client that accepts every elicitation with a fixed answer.
-#[derive(Clone)]
-struct Accepting;
-
-impl rmcp::ClientHandler for Accepting {
-    async fn create_elicitation(
-        &self,
-        _request: ElicitRequestParams,
-        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
-    ) -> Result<ElicitResult, rmcp::ErrorData> {
-        let mut result = ElicitResult::new(ElicitationAction::Accept);
-        result.content = Some(json!({"name": "Grace", "agree": true}));
-        Ok(result)
-    }
-
-    fn get_info(&self) -> rmcp::model::ClientConfig {
-        let capabilities = rmcp::model::ClientCapabilities::builder()
-            .enable_elicitation()
-            .build();
-        rmcp::model::ClientConfig::new(
-            capabilities,
-            rmcp::model::Implementation::new("browser", "1"),
-        )
-        .with_protocol_version(rmcp::model::ProtocolVersion::V_2025_11_25)
-    }
-}
-
 #[tokio::test]
 async fn rmcp_clients_work_through_the_proxy_including_elicitation() {
     for over in Over::BOTH {
         let apps = AppsDir::new();
         let _server = apps.test_app("fx", "fixture-app", over);
         let gateway = Gateway::start(apps, |_| {}).await;
-        let transport =
-            StreamableHttpClientTransport::from_uri(format!("{}/apps/mcp/fx", gateway.url));
-        let client = Accepting.serve(transport).await.unwrap();
+        let client = TestClient::builder()
+            .name("browser")
+            .elicit(Elicit::Accept(json!({"name": "Grace", "agree": true})))
+            .http(&format!("{}/apps/mcp/fx", gateway.url))
+            .await;
         let info = client.peer_info().unwrap();
         assert_eq!(info.server_info.as_ref().unwrap().name, "fixture-app");
         let tools = client.list_all_tools().await.unwrap();
         assert!(tools.iter().any(|t| t.name == "app_only_tool"));
-        let echo = client
-            .call_tool(
-                CallToolRequestParams::new("echo")
-                    .with_arguments(json!({"message": "hi"}).as_object().unwrap().clone()),
-            )
-            .await
-            .unwrap();
-        assert_eq!(echo.structured_content.unwrap()["message"], "hi");
-        let answer = tokio::time::timeout(
-            PATIENCE,
-            client.call_tool(
-                CallToolRequestParams::new("elicit")
-                    .with_arguments(json!({"message": "name?"}).as_object().unwrap().clone()),
-            ),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-        let text = answer.content[0].as_text().unwrap().text.clone();
+        let echo = client.call("echo", json!({"message": "hi"})).await;
+        assert_eq!(structured(&echo)["message"], "hi");
+        let answer = client.call("elicit", json!({"message": "name?"})).await;
+        let text = text(&answer);
         assert!(
             text.starts_with("accepted:") && text.contains("Grace"),
             "{text}"
         );
-        client.cancel().await.unwrap();
+        client.client.cancel().await.unwrap();
         gateway.shutdown().await;
     }
 }
@@ -467,22 +422,23 @@ async fn initialize(gateway: &Gateway, app: &str) -> (u16, Value, Option<String>
 /// Retries `initialize` until it is accepted (a busy session may take a moment to be
 /// noticed as idle again); the session it opened.
 async fn initialize_eventually(gateway: &Gateway, app: &str) -> Session {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
+    let mut opened = None;
+    let mut last = Value::Null;
+    eventually(PATIENCE, async || {
         let (status, body, id) = initialize(gateway, app).await;
         if status == 200 {
-            return Session {
-                client: reqwest::Client::new(),
-                url: format!("{}/apps/mcp/{app}", gateway.url),
-                id: id.unwrap(),
-            };
+            opened = Some(id.unwrap());
+        } else {
+            assert_eq!(status, 503, "{body}");
         }
-        assert_eq!(status, 503, "{body}");
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "still refused: {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        last = body;
+        opened.is_some()
+    })
+    .await;
+    Session {
+        client: reqwest::Client::new(),
+        url: format!("{}/apps/mcp/{app}", gateway.url),
+        id: opened.unwrap_or_else(|| panic!("still refused: {last}")),
     }
 }
 
@@ -596,14 +552,12 @@ async fn idle_sessions_are_swept_without_a_new_initialize() {
         .unwrap();
     assert_eq!(stream.status(), 200);
     // Watched through the app's detail, which does not touch the sessions.
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while browser_sessions(&gateway, "fx").await != 1 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the idle session was never swept"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert!(
+        eventually(PATIENCE, async || browser_sessions(&gateway, "fx").await
+            == 1)
+        .await,
+        "the idle session was never swept"
+    );
     let (status, replies) = idle.post(ping(2)).await;
     assert_eq!(status, 404, "{replies:?}");
     assert_eq!(listening.post(ping(3)).await.0, 200);

@@ -6,7 +6,7 @@ use std::time::Duration;
 use mcpapp_discovery::Discovery;
 use mcpapp_host::{GatewaySettings, StartError};
 use mcpapp_manifest::McpAppsConfig;
-use mcpapp_testkit::{AppsDir, bin};
+use mcpapp_testkit::{AppsDir, bin, wait_watch};
 use serde_json::{Value, json};
 
 use crate::{Gateway, PATIENCE, policy};
@@ -65,11 +65,10 @@ async fn the_probes_need_no_token_and_readyz_waits_for_every_app() {
         .unwrap();
     let url = format!("http://{}", gateway.local_addr());
     let quick = gateway.supervisor().get("quick").unwrap();
-    let mut watch = quick.watch();
-    tokio::time::timeout(PATIENCE, watch.wait_for(|s| s.state.lifecycle.is_settled()))
-        .await
-        .unwrap()
-        .unwrap();
+    wait_watch(quick.watch(), "quick to settle", |s| {
+        s.state.lifecycle.is_settled()
+    })
+    .await;
 
     let (status, _, body) = get(&format!("{url}/healthz"), &[]).await;
     assert_eq!((status, body), (200, json!({"status": "ok"})));

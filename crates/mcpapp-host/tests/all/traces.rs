@@ -1,9 +1,7 @@
 //! Traces: a proxied call and an agent call reach the OpenTelemetry SDK's in-memory exporter
 //! as nested spans, and the app receives the upstream span's `traceparent` in `_meta`.
 
-use std::time::Duration;
-
-use mcpapp_testkit::{AppsDir, bin};
+use mcpapp_testkit::{AppsDir, bin, eventually};
 use opentelemetry::trace::{SpanId, TracerProvider as _};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use serde_json::{Value, json};
@@ -21,22 +19,23 @@ fn attribute(span: &SpanData, key: &str) -> Option<String> {
 
 /// Waits until the exporter holds a span named `name` with `method`, and returns it.
 async fn finished(exporter: &InMemorySpanExporter, name: &str, method: &str) -> SpanData {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let spans = exporter.get_finished_spans().unwrap();
-        if let Some(span) = spans
+    let mut spans = Vec::new();
+    let mut found = None;
+    eventually(PATIENCE, async || {
+        spans = exporter.get_finished_spans().unwrap();
+        found = spans
             .iter()
             .find(|s| s.name == name && attribute(s, "method").as_deref() == Some(method))
-        {
-            return span.clone();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
+            .cloned();
+        found.is_some()
+    })
+    .await;
+    found.unwrap_or_else(|| {
+        panic!(
             "no {name} span for {method}: {:?}",
             spans.iter().map(|s| &s.name).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        )
+    })
 }
 
 fn traceparent_of(span: &SpanData) -> String {
@@ -155,21 +154,16 @@ async fn proxied_and_agent_calls_are_traced_into_the_apps_meta() {
         .map(|data| serde_json::from_str::<Value>(data).unwrap())
         .find(|event| event["type"] == "tool_result")
         .unwrap_or_else(|| panic!("{text}"));
-    let turn = exporter
-        .get_finished_spans()
-        .unwrap()
-        .into_iter()
-        .find(|s| s.name == "chat_turn");
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    let mut turn = turn;
-    while turn.is_none() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut turn = None;
+    eventually(PATIENCE, async || {
         turn = exporter
             .get_finished_spans()
             .unwrap()
             .into_iter()
             .find(|s| s.name == "chat_turn");
-    }
+        turn.is_some()
+    })
+    .await;
     let turn = turn.expect("a chat_turn span");
     let spans = exporter.get_finished_spans().unwrap();
     let tool = spans

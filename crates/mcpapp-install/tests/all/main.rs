@@ -11,7 +11,6 @@ mod server_json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use mcpapp_discovery::Discovery;
 use mcpapp_install::{Installer, SecretStore};
@@ -57,28 +56,7 @@ impl Place {
 
     /// Every file under the apps folder whose bytes contain `needle`.
     pub(crate) fn files_containing(&self, needle: &str) -> Vec<PathBuf> {
-        let mut found = Vec::new();
-        let mut stack = vec![self.apps()];
-        while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let path = entry.path();
-                let kind = entry.file_type().unwrap();
-                if kind.is_dir() {
-                    stack.push(path);
-                } else if kind.is_file()
-                    && std::fs::read(&path)
-                        .unwrap()
-                        .windows(needle.len())
-                        .any(|w| w == needle.as_bytes())
-                {
-                    found.push(path);
-                }
-            }
-        }
-        found
+        mcpapp_testkit::files_containing(&self.apps(), needle)
     }
 
     /// Starts every app in the apps folder as the gateway would, with the secret store.
@@ -103,18 +81,13 @@ impl Place {
 
 /// Waits until `app` runs or fails; returns the state.
 pub(crate) async fn settle(app: &AppHandle) -> Lifecycle {
-    let mut watch = app.watch();
-    tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            let state = watch.borrow_and_update().state.lifecycle;
-            if matches!(state, Lifecycle::Running | Lifecycle::Failed) {
-                return state;
-            }
-            watch.changed().await.unwrap();
-        }
+    let settled = format!("{} to run or fail", app.id());
+    mcpapp_testkit::wait_watch(app.watch(), settled, |s| {
+        matches!(s.state.lifecycle, Lifecycle::Running | Lifecycle::Failed)
     })
     .await
-    .unwrap()
+    .state
+    .lifecycle
 }
 
 /// Calls `tool` of `app` and returns its structured content.

@@ -1,12 +1,14 @@
 //! 403 `insufficient_scope`: the union of held and challenged scopes, asked for while the app
 //! keeps running, and no more than three authorizations without a success.
 
-use mcpapp_oauth::{
-    AppSettings, AuthState, AuthorizeError, MAX_AUTHORIZATIONS_WITHOUT_SUCCESS, Next,
-};
+use mcpapp_oauth::{AppSettings, AuthState, AuthorizeError, Next};
 use serde_json::json;
 
 use crate::support::{Harness, Refused, call_tool, text};
+
+/// Authorizations in a row without a success after which the gateway stops asking: the
+/// specification's "a few attempts at most", three as the conformance suite allows.
+const MAX_AUTHORIZATIONS_WITHOUT_SUCCESS: usize = 3;
 
 #[tokio::test]
 async fn more_scope_is_asked_for_as_the_union_and_the_call_then_works() {
@@ -83,7 +85,7 @@ async fn step_up_stops_after_three_authorizations_without_a_success() {
     assert!(err.to_string().contains("mcp:admin"), "{err}");
     assert_eq!(
         harness.count("authorize").await,
-        usize::from(MAX_AUTHORIZATIONS_WITHOUT_SUCCESS)
+        MAX_AUTHORIZATIONS_WITHOUT_SUCCESS
     );
     // The grant still works for what it covers, and a success lets step-up start over.
     call_tool(&app, &harness.url(), "whoami", json!({}))

@@ -9,6 +9,7 @@
 
 mod observer;
 mod ports;
+mod raw;
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};

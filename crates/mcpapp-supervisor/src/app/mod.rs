@@ -68,6 +68,14 @@ pub struct AppSnapshot {
     pub authorization: Option<AuthState>,
 }
 
+/// A snapshot is an install state plus what supervision adds, so code that reads install
+/// states (a waiter for a lifecycle state, say) reads snapshots too.
+impl AsRef<InstallState> for AppSnapshot {
+    fn as_ref(&self) -> &InstallState {
+        &self.state
+    }
+}
+
 /// An app's effective launch settings besides its spec: how it is kept alive and what it
 /// inherits of the gateway's environment. A reload compares them, so a configuration change
 /// restarts exactly the apps whose settings it changed.

@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use mcpapp_manifest::{Lifecycle, McpAppEntryConfig, McpAppsConfig};
 use mcpapp_supervisor::{CallError, Supervisor};
-use mcpapp_testkit::{AppsDir, HttpApp, bin};
+use mcpapp_testkit::{AppsDir, HttpApp, bin, wait_state};
 use serde_json::json;
 
-use crate::{PATIENCE, fast_policy, first_text, supervise, wait_state};
+use crate::{PATIENCE, fast_policy, first_text, supervise};
 
 #[tokio::test]
 async fn stdio_app_connects_and_enumerates_everything() {
@@ -22,7 +22,7 @@ async fn stdio_app_connects_and_enumerates_everything() {
     );
     let supervisor = supervise(&apps.discover(), fast_policy());
     let app = supervisor.get("grocery").unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
 
     let snapshot = app.snapshot();
     let descriptors = app.descriptors();
@@ -73,7 +73,7 @@ async fn http_app_connects_and_calls_work() {
     apps.http_app("grocery-http", &server.url, "{}");
     let supervisor = supervise(&apps.discover(), fast_policy());
     let app = supervisor.get("grocery-http").unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     assert!(app.descriptors().tool("get_low_stock").is_some());
     let result = app
         .call_tool(
@@ -99,7 +99,7 @@ async fn the_gateway_advertises_mcp_apps_and_its_name() {
     apps.stdio_app("fx", &bin("fixture-app"), &["stdio"], "{}");
     let supervisor = supervise(&apps.discover(), fast_policy());
     let app = supervisor.get("fx").unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     let result = app.call_tool("client_info", None, None).await.unwrap();
     let info = result.structured_content.unwrap();
     assert_eq!(info["clientInfo"]["name"], "mcpapp-gateway");
@@ -119,7 +119,7 @@ async fn loading_twice_keeps_the_same_apps_and_processes() {
     let report = apps.discover();
     let supervisor = supervise(&report, fast_policy());
     let app = supervisor.get("once").unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     let pid = app.snapshot().pid;
     supervisor.load(&report);
     supervisor.load(&report);
@@ -137,9 +137,9 @@ async fn stopping_moves_to_stopped_and_calls_fail_clearly() {
     apps.stdio_app("stoppable", &bin("fixture-app"), &["stdio"], "{}");
     let supervisor = supervise(&apps.discover(), fast_policy());
     let app = supervisor.get("stoppable").unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     app.stop().unwrap();
-    wait_state(&app, Lifecycle::Stopped).await;
+    wait_state(app.watch(), Lifecycle::Stopped).await;
     let err = app.call_tool("echo", None, None).await.unwrap_err();
     assert_eq!(
         err,
@@ -150,7 +150,7 @@ async fn stopping_moves_to_stopped_and_calls_fail_clearly() {
     );
     // A manual start brings it back.
     app.start().unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     supervisor.shutdown().await;
     assert_eq!(app.snapshot().state.lifecycle, Lifecycle::Stopped);
 }
@@ -168,7 +168,7 @@ async fn an_invalid_command_fails_with_a_last_error() {
     policy.auto_restart = false;
     let supervisor = supervise(&apps.discover(), policy);
     let app = supervisor.get("missing").unwrap();
-    wait_state(&app, Lifecycle::Failed).await;
+    wait_state(app.watch(), Lifecycle::Failed).await;
     let error = app.snapshot().state.last_error.unwrap();
     assert!(
         error.contains("cannot start") && error.contains("no-such-server"),
@@ -267,7 +267,7 @@ async fn an_entry_can_switch_a_stdio_manifest_to_http() {
     );
     let supervisor = supervise(&apps.discover_with(config), fast_policy());
     let app = supervisor.get("switch").unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     assert!(!app.descriptors().tools.is_empty());
     assert_eq!(app.spec().unwrap().tool_name_prefix, "config-prefix.");
     supervisor.shutdown().await;
@@ -278,7 +278,7 @@ async fn shutdown_twice_is_harmless() {
     let apps = AppsDir::new();
     apps.stdio_app("twice", &bin("fixture-app"), &["stdio"], "{}");
     let supervisor = supervise(&apps.discover(), fast_policy());
-    wait_state(&supervisor.get("twice").unwrap(), Lifecycle::Running).await;
+    wait_state(supervisor.get("twice").unwrap().watch(), Lifecycle::Running).await;
     supervisor.shutdown().await;
     supervisor.shutdown().await;
     assert!(supervisor.get("twice").unwrap().start().is_err());
@@ -375,7 +375,7 @@ async fn https_urls_use_tls() {
     policy.auto_restart = false;
     let supervisor = supervise(&apps.discover(), policy);
     let app = supervisor.get("tls").unwrap();
-    wait_state(&app, Lifecycle::Failed).await;
+    wait_state(app.watch(), Lifecycle::Failed).await;
     let error = app
         .snapshot()
         .state

@@ -6,11 +6,11 @@ use std::sync::{Arc, Mutex};
 use mcpapp_manifest::Lifecycle;
 use mcpapp_session::{ElicitFuture, ElicitationRequest, Elicitor};
 use mcpapp_supervisor::Supervisor;
-use mcpapp_testkit::{AppsDir, HttpApp, Over, bin};
+use mcpapp_testkit::{AppsDir, HttpApp, Over, bin, wait_state};
 use rmcp::model::{ElicitResult, ElicitationAction};
 use serde_json::json;
 
-use crate::{fast_policy, logging, wait_state};
+use crate::{fast_policy, logging};
 
 /// Accepts every elicitation and remembers who asked, for which session.
 #[derive(Default)]
@@ -56,7 +56,7 @@ async fn an_agent_calls_elicitation_reaches_the_elicitor_with_its_session() {
                 .build();
             supervisor.load(&apps.discover());
             let app = supervisor.get("asker").unwrap();
-            wait_state(&app, Lifecycle::Running).await;
+            wait_state(app.watch(), Lifecycle::Running).await;
             let result = app
                 .call_tool(
                     "elicit",

@@ -8,7 +8,7 @@ use mcpapp_manifest::Lifecycle;
 use mcpapp_session::{Port, PortReply, ResponseStream};
 use mcpapp_supervisor::mcp::CallToolResult;
 use mcpapp_supervisor::{AppHandle, SupervisorEvent};
-use mcpapp_testkit::{AppsDir, HttpApp};
+use mcpapp_testkit::{AppsDir, HttpApp, eventually, wait_state};
 use serde_json::{Value, json};
 
 use crate::ports::{exchange, json_of, msg, open, running};
@@ -191,17 +191,13 @@ async fn a_stateless_server_without_a_get_stream_stays_running() {
         let supervisor = supervise(&apps.discover(), fast_policy());
         let mut events = supervisor.subscribe();
         let app = supervisor.get("stateless").unwrap();
-        crate::wait_state(&app, Lifecycle::Running).await;
+        wait_state(app.watch(), Lifecycle::Running).await;
         // The GET stream is opened after the handshake, beside the first listing: wait until
         // the server has refused it.
-        let refused = async {
-            while counters(&app).await["getsRefused"] == 0 {
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-        };
-        tokio::time::timeout(PATIENCE, refused)
-            .await
-            .expect("the gateway asked for a GET stream");
+        assert!(
+            eventually(PATIENCE, async || counters(&app).await["getsRefused"] != 0).await,
+            "the gateway asked for a GET stream"
+        );
         // Calls still work, through the agent's client and through a port, on the same session.
         let echoed = call(&app, "echo", json!({"message": "still here"})).await;
         assert_eq!(echoed.structured_content.unwrap()["message"], "still here");

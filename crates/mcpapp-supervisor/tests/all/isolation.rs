@@ -5,10 +5,10 @@ use std::collections::BTreeSet;
 
 use mcpapp_manifest::{Lifecycle, McpAppEntryConfig, McpAppsConfig};
 use mcpapp_supervisor::{AppHandle, Supervisor};
-use mcpapp_testkit::{AppsDir, bin};
+use mcpapp_testkit::{AppsDir, bin, wait_state};
 use serde_json::{Value, json};
 
-use crate::{fast_policy, logging, wait_state};
+use crate::{fast_policy, logging};
 
 /// The gateway's environment in these tests: what an operator typically has set.
 const GATEWAY_ENV: &[(&str, &str)] = &[
@@ -84,8 +84,8 @@ async fn children_see_only_their_allowlist_and_their_own_environment() {
     supervisor.load(&apps.discover_with(config.clone()));
     let probe = supervisor.get("probe").unwrap();
     let neighbour = supervisor.get("neighbour").unwrap();
-    wait_state(&probe, Lifecycle::Running).await;
-    wait_state(&neighbour, Lifecycle::Running).await;
+    wait_state(probe.watch(), Lifecycle::Running).await;
+    wait_state(neighbour.watch(), Lifecycle::Running).await;
 
     // Exactly the default allowlist's names that are set, plus its own.
     let expected: BTreeSet<String> = ["HOME", "LANG", "LC_TIME", "PATH", "PLAIN", "REGION"]
@@ -136,7 +136,7 @@ async fn credentials_are_withheld_even_when_everything_is_inherited() {
         .build();
     supervisor.load(&apps.discover_with(config.clone()));
     let greedy = supervisor.get("greedy").unwrap();
-    wait_state(&greedy, Lifecycle::Running).await;
+    wait_state(greedy.watch(), Lifecycle::Running).await;
     let seen = names(&greedy).await;
     assert!(seen.contains("AWS_SECRET_ACCESS_KEY"), "{seen:?}");
     assert!(

@@ -16,13 +16,11 @@ mod supervision;
 use std::time::Duration;
 
 use mcpapp_discovery::DiscoveryReport;
-use mcpapp_manifest::Lifecycle;
-use mcpapp_supervisor::{AppHandle, SupervisionPolicy, Supervisor, SupervisorEvent};
+use mcpapp_supervisor::{SupervisionPolicy, Supervisor, SupervisorEvent};
 use tokio::sync::broadcast;
 
-/// Long enough for any single step on a loaded 2-core CI machine; tests wait on events and
-/// only fail at this bound.
-pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
+/// The one bound of every wait (the testkit's, for all suites).
+pub(crate) use mcpapp_testkit::PATIENCE;
 
 /// A policy for tests: fast restarts, no health pings unless a test wants them.
 pub(crate) fn fast_policy() -> SupervisionPolicy {
@@ -47,19 +45,6 @@ pub(crate) fn supervise(report: &DiscoveryReport, policy: SupervisionPolicy) -> 
     let supervisor = Supervisor::builder().policy(policy).build();
     supervisor.load(report);
     supervisor
-}
-
-/// Waits until `app` reaches `state`; panics with its snapshot otherwise.
-pub(crate) async fn wait_state(app: &AppHandle, state: Lifecycle) {
-    let mut watch = app.watch();
-    let reached =
-        tokio::time::timeout(PATIENCE, watch.wait_for(|s| s.state.lifecycle == state)).await;
-    assert!(
-        reached.is_ok(),
-        "{} never became {state}: {:?}",
-        app.id(),
-        app.snapshot()
-    );
 }
 
 /// Waits for the first event matching `pred`.

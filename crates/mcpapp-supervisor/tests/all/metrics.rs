@@ -6,12 +6,12 @@ use std::time::Duration;
 use mcpapp_manifest::Lifecycle;
 use mcpapp_session::{CallPath, PortReply};
 use mcpapp_supervisor::{CallError, Supervisor, SupervisorMetrics};
-use mcpapp_testkit::{AppsDir, bin, eventually};
+use mcpapp_testkit::{AppsDir, bin, eventually, wait_state};
 use prometheus_client::registry::Registry;
 use serde_json::json;
 
 use crate::ports::{exchange, json_of, msg, open};
-use crate::{PATIENCE, fast_policy, wait_state};
+use crate::{PATIENCE, fast_policy};
 
 /// The registry's text, in the Prometheus format.
 fn scrape(registry: &Registry) -> String {
@@ -65,7 +65,7 @@ async fn calls_of_every_path_and_outcome_are_counted_once() {
         .build();
     supervisor.load(&apps.discover());
     let app = supervisor.get("fx").unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
 
     // The gateway's own calls: a result, a tool error, an unknown tool, a timeout.
     let args = |v: serde_json::Value| v.as_object().cloned();
@@ -132,7 +132,7 @@ async fn calls_of_every_path_and_outcome_are_counted_once() {
     };
     drop(dropped);
 
-    let settled = eventually(PATIENCE, || {
+    let settled = eventually(PATIENCE, async || {
         let text = scrape(&registry);
         calls(&text, "hang", "proxy", "timeout") == 1.0
             && calls(&text, "hang", "proxy", "cancelled") == 1.0

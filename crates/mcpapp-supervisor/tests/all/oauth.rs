@@ -11,11 +11,11 @@ use mcpapp_oauth::{
     AuthState, CallbackParams, KeySource, OAuthClient, Secret, TokenStore, callback_url,
 };
 use mcpapp_supervisor::{Supervisor, SupervisorEvent};
-use mcpapp_testkit::{AppsDir, HttpApp};
+use mcpapp_testkit::{AppsDir, HttpApp, wait_state};
 use serde_json::Value;
 use url::Url;
 
-use crate::{PATIENCE, fast_policy, first_text, logging, wait_state};
+use crate::{PATIENCE, fast_policy, first_text, logging};
 
 /// A key for the tests' token stores (32 bytes, base64).
 const KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
@@ -92,7 +92,7 @@ async fn an_app_behind_oauth_waits_for_the_user_then_runs_with_its_token() {
         supervise_crm(&server.url, OAuthEntryConfig::default(), client.clone());
     let events = supervisor.subscribe();
     let app = supervisor.get("crm").unwrap();
-    wait_state(&app, Lifecycle::NeedsAuthorization).await;
+    wait_state(app.watch(), Lifecycle::NeedsAuthorization).await;
 
     let issuer = match app.snapshot().authorization {
         Some(AuthState::NeedsAuthorization { issuer, .. }) => issuer,
@@ -111,7 +111,7 @@ async fn an_app_behind_oauth_waits_for_the_user_then_runs_with_its_token() {
     assert!(app.descriptors().tools.is_empty());
 
     connect(&client, &supervisor).await;
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     assert!(matches!(
         app.snapshot().authorization,
         Some(AuthState::Authorized { .. })
@@ -173,7 +173,7 @@ async fn a_401_the_gateway_cannot_act_on_fails_once_with_a_clear_reason() {
     let (_apps, supervisor) = supervise_crm(&server.url, refused, oauth_client(&dir));
     let events = supervisor.subscribe();
     let app = supervisor.get("crm").unwrap();
-    wait_state(&app, Lifecycle::Failed).await;
+    wait_state(app.watch(), Lifecycle::Failed).await;
     let error = app.snapshot().state.last_error.unwrap_or_default();
     assert_eq!(
         error,
@@ -194,7 +194,7 @@ async fn a_401_the_gateway_cannot_act_on_fails_once_with_a_clear_reason() {
         supervise_crm(&bare.url, OAuthEntryConfig::default(), oauth_client(&dir));
     let events = supervisor.subscribe();
     let app = supervisor.get("crm").unwrap();
-    wait_state(&app, Lifecycle::Failed).await;
+    wait_state(app.watch(), Lifecycle::Failed).await;
     let error = app.snapshot().state.last_error.unwrap_or_default();
     assert!(
         error.contains("answered 401 but publishes no OAuth metadata"),

@@ -6,10 +6,10 @@ use std::time::Duration;
 use mcpapp_manifest::Lifecycle;
 use mcpapp_session::{Port, PortError, PortReply, RawMessage};
 use mcpapp_supervisor::{AppHandle, Supervisor};
-use mcpapp_testkit::{AppsDir, Over, bin};
+use mcpapp_testkit::{AppsDir, Over, bin, wait_state};
 use serde_json::{Value, json};
 
-use crate::{PATIENCE, fast_policy, supervise, wait_state};
+use crate::{PATIENCE, fast_policy, supervise};
 
 pub(crate) fn msg(value: Value) -> RawMessage {
     RawMessage::from_value(&value).unwrap()
@@ -62,7 +62,7 @@ pub(crate) async fn open(app: &AppHandle, elicitation: bool) -> Port {
 pub(crate) async fn running(apps: &AppsDir, id: &str) -> (Supervisor, AppHandle) {
     let supervisor = supervise(&apps.discover(), fast_policy());
     let app = supervisor.get(id).unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     (supervisor, app)
 }
 
@@ -538,7 +538,7 @@ async fn ports_end_with_their_session() {
         other => panic!("{other:?}"),
     };
     assert!(gone);
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     // A new session works again.
     let fresh = open(&app, false).await;
     let replies = exchange(

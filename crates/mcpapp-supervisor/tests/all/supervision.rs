@@ -5,10 +5,12 @@ use std::time::Duration;
 
 use mcpapp_manifest::{Lifecycle, McpAppEntryConfig, McpAppsConfig, SupervisionConfig};
 use mcpapp_supervisor::{AppHandle, CallError, ReloadSummary, Supervisor, SupervisorEvent};
-use mcpapp_testkit::{AppsDir, HttpApp, bin, eventually, live, live_in_groups};
+use mcpapp_testkit::{
+    AppsDir, HttpApp, bin, eventually, live, live_in_groups, wait_state, wait_watch,
+};
 use serde_json::json;
 
-use crate::{PATIENCE, fast_policy, first_text, next_event, supervise, wait_state};
+use crate::{PATIENCE, fast_policy, first_text, next_event, supervise};
 
 fn is_lifecycle(event: &SupervisorEvent, id: &str, state: Lifecycle) -> bool {
     matches!(event, SupervisorEvent::Lifecycle { app_id, to, .. } if app_id == id && *to == state)
@@ -118,7 +120,7 @@ async fn a_hanging_tool_times_out_and_is_cancelled_upstream() {
     );
     let supervisor = supervise(&apps.discover(), fast_policy());
     let app = supervisor.get("hang").unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     let err = app.call_tool("hang", None, None).await.unwrap_err();
     assert!(
         matches!(err, CallError::Timeout { seconds: 1, .. }),
@@ -149,12 +151,12 @@ async fn a_call_the_caller_stops_waiting_for_is_cancelled_upstream() {
     );
     let supervisor = supervise(&apps.discover(), fast_policy());
     let app = supervisor.get("abandon").unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     let call = tokio::spawn({
         let app = app.clone();
         async move { app.call_tool("hang", None, None).await }
     });
-    let arrived = mcpapp_testkit::eventually(PATIENCE, || {
+    let arrived = mcpapp_testkit::eventually(PATIENCE, async || {
         app.stderr_tail().iter().any(|l| l.ends_with(": hang"))
     })
     .await;
@@ -198,7 +200,7 @@ async fn slow_starts_and_silent_servers_hit_the_startup_timeout() {
     let supervisor = supervise(&apps.discover(), policy);
     for id in ["slow", "silent"] {
         let app = supervisor.get(id).unwrap();
-        wait_state(&app, Lifecycle::Failed).await;
+        wait_state(app.watch(), Lifecycle::Failed).await;
         let error = app.snapshot().state.last_error.unwrap();
         assert!(
             error.contains("startup timed out after 1 s"),
@@ -221,7 +223,7 @@ async fn garbage_on_stdout_fails_with_a_readable_reason() {
     policy.auto_restart = false;
     let supervisor = supervise(&apps.discover(), policy);
     let app = supervisor.get("garbage").unwrap();
-    wait_state(&app, Lifecycle::Failed).await;
+    wait_state(app.watch(), Lifecycle::Failed).await;
     let error = app.snapshot().state.last_error.unwrap();
     assert!(error.contains("exited with status 1"), "{error}");
     assert!(
@@ -242,7 +244,7 @@ async fn stderr_is_kept_and_quoted_in_failures() {
     );
     let supervisor = supervise(&apps.discover(), fast_policy());
     let app = supervisor.get("noisy").unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     app.call_tool(
         "echo",
         Some(json!({"message": "hi"}).as_object().unwrap().clone()),
@@ -256,7 +258,7 @@ async fn stderr_is_kept_and_quoted_in_failures() {
         "{tail:?}"
     );
     assert!(
-        eventually(PATIENCE, || app
+        eventually(PATIENCE, async || app
             .stderr_tail()
             .iter()
             .any(|l| l.contains("tool call 1: echo")))
@@ -277,7 +279,7 @@ async fn stderr_is_kept_and_quoted_in_failures() {
     policy.auto_restart = false;
     let supervisor = supervise(&failing.discover(), policy);
     let app = supervisor.get("dies").unwrap();
-    wait_state(&app, Lifecycle::Failed).await;
+    wait_state(app.watch(), Lifecycle::Failed).await;
     let error = app.snapshot().state.last_error.unwrap();
     assert!(
         error.contains("status 4") && error.contains("stderr:"),
@@ -296,7 +298,7 @@ async fn a_failure_quotes_only_its_own_run_and_the_handle_keeps_the_run_before()
     policy.auto_restart = false;
     let supervisor = supervise(&apps.discover(), policy);
     let app = supervisor.get("runs").unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     app.call_tool(
         "echo",
         Some(json!({"message": "hi"}).as_object().unwrap().clone()),
@@ -305,7 +307,7 @@ async fn a_failure_quotes_only_its_own_run_and_the_handle_keeps_the_run_before()
     .await
     .unwrap();
     assert!(
-        eventually(PATIENCE, || app
+        eventually(PATIENCE, async || app
             .stderr_tail()
             .iter()
             .any(|l| l.contains("tool call 1: echo")))
@@ -323,21 +325,15 @@ async fn a_failure_quotes_only_its_own_run_and_the_handle_keeps_the_run_before()
         &["stdio", "--exit-at-start", "4"],
         r#"{"startupTimeoutSeconds": 5}"#,
     );
-    let mut watch = app.watch();
     assert_eq!(supervisor.reload(&apps.discover()).await.changed, ["runs"]);
-    tokio::time::timeout(
-        PATIENCE,
-        watch.wait_for(|s| {
-            s.state.lifecycle == Lifecycle::Failed
-                && s.state
-                    .last_error
-                    .as_deref()
-                    .is_some_and(|e| e.contains("status 4"))
-        }),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    wait_watch(app.watch(), "runs to fail with status 4", |s| {
+        s.state.lifecycle == Lifecycle::Failed
+            && s.state
+                .last_error
+                .as_deref()
+                .is_some_and(|e| e.contains("status 4"))
+    })
+    .await;
     let error = app.snapshot().state.last_error.unwrap();
     assert!(
         error.contains("stderr:") && error.contains("exiting at start with status 4"),
@@ -384,7 +380,7 @@ async fn env_references_are_resolved_at_launch_and_missing_ones_reported() {
     // The operator lets these manifests read the two names they refer to.
     supervisor.load(&apps.discover_with(allowing(&["MCPAPP_TEST_SECRET", "MCPAPP_UNSET_VAR"])));
     let app = supervisor.get("env").unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     let value = app
         .call_tool(
             "get_env",
@@ -401,7 +397,7 @@ async fn env_references_are_resolved_at_launch_and_missing_ones_reported() {
     assert_eq!(value.structured_content.unwrap()["value"], "hunter2");
 
     let missing = supervisor.get("env-missing").unwrap();
-    wait_state(&missing, Lifecycle::Failed).await;
+    wait_state(missing.watch(), Lifecycle::Failed).await;
     let error = missing.snapshot().state.last_error.unwrap();
     assert_eq!(
         error,
@@ -429,9 +425,13 @@ async fn http_headers_resolve_env_references() {
         .env_lookup(|name| (name == "FIXTURE_TOKEN").then(|| "s3cret".to_owned()))
         .build();
     supervisor.load(&apps.discover_with(allowing(&["FIXTURE_TOKEN"])));
-    wait_state(&supervisor.get("authed").unwrap(), Lifecycle::Running).await;
+    wait_state(
+        supervisor.get("authed").unwrap().watch(),
+        Lifecycle::Running,
+    )
+    .await;
     let unauthed = supervisor.get("unauthed").unwrap();
-    wait_state(&unauthed, Lifecycle::Failed).await;
+    wait_state(unauthed.watch(), Lifecycle::Failed).await;
     let error = unauthed.snapshot().state.last_error.unwrap();
     assert!(error.contains("401"), "{error}");
     assert!(!error.contains("s3cret"), "{error}");
@@ -454,7 +454,7 @@ async fn a_frozen_app_fails_its_health_checks_and_is_restarted() {
     let mut events = supervisor.subscribe();
     supervisor.load(&apps.discover());
     let app = supervisor.get("frozen").unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     let first_pid = app.snapshot().pid.unwrap();
     app.call_tool("freeze", None, None).await.unwrap();
     let failed = next_event(&mut events, |e| {
@@ -474,7 +474,7 @@ async fn a_frozen_app_fails_its_health_checks_and_is_restarted() {
     .await;
     assert_ne!(app.snapshot().pid.unwrap(), first_pid);
     assert!(
-        eventually(PATIENCE, || live(&[first_pid]).is_empty()).await,
+        eventually(PATIENCE, async || live(&[first_pid]).is_empty()).await,
         "the frozen process was not killed"
     );
     supervisor.shutdown().await;
@@ -489,9 +489,9 @@ async fn a_dead_http_server_fails_the_app() {
     policy.auto_restart = false;
     let supervisor = supervise(&apps.discover(), policy);
     let app = supervisor.get("remote").unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     server.kill();
-    wait_state(&app, Lifecycle::Failed).await;
+    wait_state(app.watch(), Lifecycle::Failed).await;
     let error = app.snapshot().state.last_error.unwrap();
     assert!(error.contains("connection"), "{error}");
     supervisor.shutdown().await;
@@ -505,7 +505,7 @@ async fn tools_list_changed_re_enumerates() {
     let mut events = supervisor.subscribe();
     supervisor.load(&apps.discover());
     let app = supervisor.get("changing").unwrap();
-    wait_state(&app, Lifecycle::Running).await;
+    wait_state(app.watch(), Lifecycle::Running).await;
     let before = app.descriptors().tools.len();
     assert!(app.descriptors().tool("added_tool_1").is_none());
     app.call_tool("notify_tools_changed", None, None)
@@ -555,33 +555,24 @@ async fn reload_applies_the_difference() {
     assert_eq!(summary.unchanged, ["same"]);
 
     assert!(supervisor.get("removed").is_none());
-    assert!(eventually(PATIENCE, || live(&[removed_pid]).is_empty()).await);
-    wait_state(&supervisor.get("added").unwrap(), Lifecycle::Running).await;
+    assert!(eventually(PATIENCE, async || live(&[removed_pid]).is_empty()).await);
+    wait_state(supervisor.get("added").unwrap().watch(), Lifecycle::Running).await;
     // The changed app keeps its handle and restarts with the new arguments.
-    let mut watch = changed.watch();
-    watch
-        .wait_for(|s| {
-            s.state.lifecycle == Lifecycle::Running && s.pid != changed_pid && s.pid.is_some()
-        })
-        .await
-        .unwrap();
+    wait_watch(changed.watch(), "changed to run a new process", |s| {
+        s.state.lifecycle == Lifecycle::Running && s.pid != changed_pid && s.pid.is_some()
+    })
+    .await;
     assert_eq!(supervisor.get("same").unwrap().snapshot().pid, same_pid);
     supervisor.shutdown().await;
 }
 
 /// The app's process id once it runs (again) under a process other than `old`.
 async fn restarted(app: &AppHandle, old: Option<u32>) -> u32 {
-    let mut watch = app.watch();
-    let snapshot = tokio::time::timeout(
-        PATIENCE,
-        watch.wait_for(|s| {
-            s.state.lifecycle == Lifecycle::Running && s.pid.is_some() && s.pid != old
-        }),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("{} was not restarted: {:?}", app.id(), app.snapshot()))
-    .unwrap()
-    .clone();
+    let restarted = format!("{} to restart", app.id());
+    let snapshot = wait_watch(app.watch(), restarted, |s| {
+        s.state.lifecycle == Lifecycle::Running && s.pid.is_some() && s.pid != old
+    })
+    .await;
     snapshot.pid.unwrap()
 }
 
@@ -772,7 +763,7 @@ async fn no_child_survives_shutdown_or_a_dropped_supervisor() {
         }
         // Each child leads its own process group: nothing in those groups may remain.
         assert!(
-            eventually(PATIENCE, || live_in_groups(&pids).is_empty()).await,
+            eventually(PATIENCE, async || live_in_groups(&pids).is_empty()).await,
             "still alive after {}: {:?}",
             if drop_without_shutdown {
                 "drop"

@@ -11,10 +11,13 @@ use rmcp::service::{ClientInitializeError, PeerRequestOptions};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
-use crate::over_both_transports;
+use mcpapp_testkit::{
+    Elicit, Event, Over, PATIENCE, call_params, eventually, over_both_transports, structured, text,
+    within,
+};
+
 use crate::support::{
-    Elicit, Event, Fixture, Kind, Lifecycle, Options, Session, connect_with, fixture_command,
-    params, structured, text, try_connect_with, within,
+    Fixture, Options, Session, client, connect_with, fixture_command, try_connect_with,
 };
 
 /// The `_meta` a 2026-07-28 request carries, declaring form elicitation.
@@ -27,14 +30,13 @@ fn modern_meta() -> Value {
 }
 
 /// Starts the fixture with `--era ERA` and connects a client pinned to 2026-07-28.
-async fn modern(kind: Kind, era: &str, elicit: Elicit, extra: &[&str]) -> Session {
+async fn modern(kind: Over, era: &str, elicit: Elicit, extra: &[&str]) -> Session {
     let mut args = vec!["--era".to_owned(), era.to_owned()];
     args.extend(extra.iter().map(|a| (*a).to_owned()));
     connect_with(
         kind,
         Options {
-            elicit,
-            lifecycle: Lifecycle::Discover2026,
+            client: client(elicit).discover(),
             args,
             ..Options::default()
         },
@@ -43,11 +45,11 @@ async fn modern(kind: Kind, era: &str, elicit: Elicit, extra: &[&str]) -> Sessio
 }
 
 /// Starts the fixture with `args` and connects a legacy client asking for 2025-11-25.
-async fn legacy(kind: Kind, elicit: Elicit, args: &[&str]) -> Session {
+async fn legacy(kind: Over, elicit: Elicit, args: &[&str]) -> Session {
     connect_with(
         kind,
         Options {
-            elicit,
+            client: client(elicit),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             ..Options::default()
         },
@@ -69,7 +71,7 @@ over_both_transports!(
     legacy_sessions_subscribe_and_hear_touch_resource,
 );
 
-async fn lists_and_calls_tools(kind: Kind, era: &str) {
+async fn lists_and_calls_tools(kind: Over, era: &str) {
     let s = modern(kind, era, Elicit::Decline, &[]).await;
     let tools = within("tools/list", s.client.list_all_tools())
         .await
@@ -99,15 +101,15 @@ async fn lists_and_calls_tools(kind: Kind, era: &str) {
     assert_eq!(capabilities["resources"]["subscribe"], true);
 }
 
-async fn modern_client_lists_and_calls_tools_on_modern(kind: Kind) {
+async fn modern_client_lists_and_calls_tools_on_modern(kind: Over) {
     lists_and_calls_tools(kind, "modern").await;
 }
 
-async fn modern_client_lists_and_calls_tools_on_both(kind: Kind) {
+async fn modern_client_lists_and_calls_tools_on_both(kind: Over) {
     lists_and_calls_tools(kind, "both").await;
 }
 
-async fn modern_elicitation_runs_through_input_required_rounds(kind: Kind) {
+async fn modern_elicitation_runs_through_input_required_rounds(kind: Over) {
     for era in ["modern", "both"] {
         let mut s = modern(
             kind,
@@ -141,14 +143,14 @@ async fn modern_elicitation_runs_through_input_required_rounds(kind: Kind) {
     }
 }
 
-async fn modern_input_required_rounds_by_hand(kind: Kind) {
+async fn modern_input_required_rounds_by_hand(kind: Over) {
     let s = modern(kind, "modern", Elicit::Decline, &[]).await;
     let once = |p| async {
         within("tools/call once", s.client.call_tool_once(p))
             .await
             .unwrap()
     };
-    let first = params("elicit", json!({"message": "Name?"}));
+    let first = call_params("elicit", json!({"message": "Name?"}));
     let CallToolResponse::InputRequired(asked) = once(first.clone()).await else {
         panic!("the first round is not input-required");
     };
@@ -243,7 +245,7 @@ async fn next_on(sub: &mut rmcp::service::Subscription) -> ServerNotification {
         .expect("the listen stream is open")
 }
 
-async fn modern_listen_receives_list_changes_and_resource_updates(kind: Kind) {
+async fn modern_listen_receives_list_changes_and_resource_updates(kind: Over) {
     let s = modern(kind, "modern", Elicit::Unsupported, &[]).await;
     let watched = "fixture://watched";
     let mut all = within(
@@ -321,20 +323,18 @@ async fn modern_listen_receives_list_changes_and_resource_updates(kind: Kind) {
 
     // A closed stream is no longer a target.
     within("cancel the listen", all.cancel()).await.unwrap();
-    let after = within("touch after cancel", async {
-        loop {
-            let touched = s.call("touch_resource", json!({"uri": watched})).await;
-            if structured(&touched)["listens"] == 0 {
-                return touched;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+    let mut after = Value::Null;
+    let gone = eventually(PATIENCE, async || {
+        let touched = s.call("touch_resource", json!({"uri": watched})).await;
+        after = structured(&touched).clone();
+        after["listens"] == 0
     })
     .await;
-    assert_eq!(structured(&after)["sessions"], 0);
+    assert!(gone, "the cancelled listen is still a target: {after}");
+    assert_eq!(after["sessions"], 0);
 }
 
-async fn modern_cancelled_calls_are_counted(kind: Kind) {
+async fn modern_cancelled_calls_are_counted(kind: Over) {
     let calls = [("hang", json!({})), ("slow", json!({"ms": 600_000}))];
     for era in ["modern", "both"] {
         for (tool, args) in &calls {
@@ -345,7 +345,7 @@ async fn modern_cancelled_calls_are_counted(kind: Kind) {
             let handle = within(
                 "send the call",
                 s.client.peer().send_cancellable_request(
-                    ClientRequest::CallToolRequest(CallToolRequest::new(params(
+                    ClientRequest::CallToolRequest(CallToolRequest::new(call_params(
                         tool,
                         args.clone(),
                     ))),
@@ -354,7 +354,7 @@ async fn modern_cancelled_calls_are_counted(kind: Kind) {
             )
             .await
             .unwrap();
-            s.fixture.stderr_line(&format!("tool call 2: {tool}")).await;
+            s.app.stderr_line(&format!("tool call 2: {tool}")).await;
             // stdio: notifications/cancelled; HTTP at 2026-07-28: the response stream closes.
             within(
                 "cancel the call",
@@ -372,7 +372,7 @@ async fn modern_cancelled_calls_are_counted(kind: Kind) {
     }
 }
 
-async fn modern_progress_and_log_travel_on_the_request(kind: Kind) {
+async fn modern_progress_and_log_travel_on_the_request(kind: Over) {
     let mut s = modern(kind, "modern", Elicit::Unsupported, &[]).await;
     let result = s.call("progress", json!({"steps": 3, "delayMs": 5})).await;
     let token = structured(&result)["progressToken"].clone();
@@ -422,7 +422,7 @@ async fn modern_progress_and_log_travel_on_the_request(kind: Kind) {
     );
 }
 
-async fn legacy_client_is_refused_by_modern(kind: Kind) {
+async fn legacy_client_is_refused_by_modern(kind: Over) {
     let refused = try_connect_with(
         kind,
         Options {
@@ -441,12 +441,12 @@ async fn legacy_client_is_refused_by_modern(kind: Kind) {
     assert_eq!(data["requested"], "2025-11-25");
 }
 
-async fn legacy_era_refuses_a_2026_client(kind: Kind) {
+async fn legacy_era_refuses_a_2026_client(kind: Over) {
     // The default era is capped at 2025-11-25, so a 2026-only client finds nothing in common.
     let refused = try_connect_with(
         kind,
         Options {
-            lifecycle: Lifecycle::Discover2026,
+            client: client(Elicit::Unsupported).discover(),
             ..Options::default()
         },
     )
@@ -463,7 +463,7 @@ async fn legacy_era_refuses_a_2026_client(kind: Kind) {
     );
 }
 
-async fn both_serves_a_legacy_client_as_today(kind: Kind) {
+async fn both_serves_a_legacy_client_as_today(kind: Over) {
     let mut s = legacy(
         kind,
         Elicit::Accept(json!({"name": "Ada", "agree": true})),
@@ -478,7 +478,7 @@ async fn both_serves_a_legacy_client_as_today(kind: Kind) {
     let once = within(
         "tools/call once",
         s.client
-            .call_tool_once(params("elicit", json!({"message": "Who?"}))),
+            .call_tool_once(call_params("elicit", json!({"message": "Who?"}))),
     )
     .await
     .unwrap();
@@ -505,7 +505,7 @@ async fn both_serves_a_legacy_client_as_today(kind: Kind) {
 
 // resources/subscribe is deprecated by 2026-07-28 but is how legacy sessions subscribe.
 #[allow(deprecated)]
-async fn legacy_sessions_subscribe_and_hear_touch_resource(kind: Kind) {
+async fn legacy_sessions_subscribe_and_hear_touch_resource(kind: Over) {
     for args in [&[][..], &["--era", "both"][..]] {
         let mut s = legacy(kind, Elicit::Unsupported, args).await;
         let capabilities = &s.client.peer_info().unwrap().capabilities;
@@ -549,24 +549,15 @@ async fn legacy_sessions_subscribe_and_hear_touch_resource(kind: Kind) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[allow(deprecated)]
 async fn both_era_changes_reach_legacy_sessions_and_listen_streams() {
-    let modern_s = modern(Kind::Http, "both", Elicit::Unsupported, &[]).await;
-    let url = modern_s.fixture.mcp_url.clone();
-    let (tx, mut legacy_events) = tokio::sync::mpsc::unbounded_channel();
-    let legacy_client =
-        crate::support::TestClient::new(Elicit::Unsupported, ProtocolVersion::V_2025_11_25, tx);
-    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
-        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url),
-    );
-    let legacy_c = within(
-        "legacy initialize",
-        rmcp::ServiceExt::serve(legacy_client, transport),
-    )
-    .await
-    .unwrap();
+    let modern_s = modern(Over::Http, "both", Elicit::Unsupported, &[]).await;
+    let url = modern_s.app.mcp_url.clone();
+    let mut legacy_c = client(Elicit::Unsupported).http(&url).await;
     let uri = "fixture://shared";
     within(
         "resources/subscribe",
-        legacy_c.subscribe(rmcp::model::SubscribeRequestParams::new(uri)),
+        legacy_c
+            .client
+            .subscribe(rmcp::model::SubscribeRequestParams::new(uri)),
     )
     .await
     .unwrap();
@@ -583,15 +574,10 @@ async fn both_era_changes_reach_legacy_sessions_and_listen_streams() {
     .unwrap();
 
     // The legacy session adds a tool: it hears of it itself, and so does the listen stream.
-    within(
-        "legacy notify_tools_changed",
-        legacy_c.call_tool(params("notify_tools_changed", json!({}))),
-    )
-    .await
-    .unwrap();
+    legacy_c.call("notify_tools_changed", json!({})).await;
     assert!(matches!(
-        within("legacy event", legacy_events.recv()).await,
-        Some(Event::ToolListChanged)
+        legacy_c.next_event().await,
+        Event::ToolListChanged
     ));
     assert!(matches!(
         next_on(&mut sub).await,
@@ -609,8 +595,8 @@ async fn both_era_changes_reach_legacy_sessions_and_listen_streams() {
     };
     assert_eq!(updated.params.uri, uri);
     assert!(matches!(
-        within("legacy event", legacy_events.recv()).await,
-        Some(Event::ResourceUpdated(u)) if u == uri
+        legacy_c.next_event().await,
+        Event::ResourceUpdated(u) if u == uri
     ));
 }
 
@@ -793,7 +779,7 @@ async fn modern_refuses_session_flags() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_lifecycle_leaves_modern_requests_alone() {
     let s = modern(
-        Kind::Http,
+        Over::Http,
         "both",
         Elicit::Unsupported,
         &["--strict-lifecycle"],

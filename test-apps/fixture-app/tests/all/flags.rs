@@ -6,14 +6,13 @@ use rmcp::ServiceExt as _;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
-use crate::over_both_transports;
-use crate::support::{
-    Fixture, Kind, connect, fixture_command, http_args, structured, text, within,
-};
+use mcpapp_testkit::{Over, call_params, over_both_transports, structured, text, within};
+
+use crate::support::{Fixture, connect, fixture_command, http_args};
 
 /// Starts the fixture with `args` in `kind` mode without connecting a client.
 fn spawn(
-    kind: Kind,
+    kind: Over,
     args: &[&str],
 ) -> (
     Fixture,
@@ -21,8 +20,8 @@ fn spawn(
     tokio::process::ChildStdin,
 ) {
     let mut all = match kind {
-        Kind::Stdio => vec!["stdio"],
-        Kind::Http => http_args(&[]),
+        Over::Stdio => vec!["stdio"],
+        Over::Http => http_args(&[]),
     };
     all.extend_from_slice(args);
     Fixture::spawn(fixture_command(&all))
@@ -38,7 +37,7 @@ over_both_transports!(
     stderr_noise_writes_numbered_lines_and_one_per_call,
 );
 
-async fn exit_at_start_exits_with_the_code_before_serving(kind: Kind) {
+async fn exit_at_start_exits_with_the_code_before_serving(kind: Over) {
     let (mut fixture, stdout, _stdin) = spawn(kind, &["--exit-at-start", "3"]);
     let line = fixture.stderr_line("exiting at start").await;
     assert!(line.contains("status 3"), "{line}");
@@ -47,16 +46,16 @@ async fn exit_at_start_exits_with_the_code_before_serving(kind: Kind) {
     assert_eq!(lines.next_line().await.unwrap(), None, "nothing on stdout");
 }
 
-async fn exit_after_ms_serves_then_exits_17(kind: Kind) {
+async fn exit_after_ms_serves_then_exits_17(kind: Over) {
     // Long enough for a slow machine to connect and call a tool first.
     let mut session = connect(kind, &["--exit-after-ms", "3000"]).await;
     let echoed = session.call("echo", json!({"message": "still here"})).await;
     assert_eq!(text(&echoed), "still here");
-    assert_eq!(session.fixture.exit_status().await.code(), Some(17));
-    session.fixture.stderr_line("exiting after 3000 ms").await;
+    assert_eq!(session.app.exit_status().await.code(), Some(17));
+    session.app.stderr_line("exiting after 3000 ms").await;
 }
 
-async fn crash_after_calls_answers_the_nth_call_then_exits_17(kind: Kind) {
+async fn crash_after_calls_answers_the_nth_call_then_exits_17(kind: Over) {
     let mut session = connect(kind, &["--crash-after-calls", "2"]).await;
     // Other requests do not count.
     within("tools/list", session.client.list_all_tools())
@@ -70,8 +69,8 @@ async fn crash_after_calls_answers_the_nth_call_then_exits_17(kind: Kind) {
         "two",
         "the Nth response arrives whole"
     );
-    assert_eq!(session.fixture.exit_status().await.code(), Some(17));
-    session.fixture.stderr_line("crashing after").await;
+    assert_eq!(session.app.exit_status().await.code(), Some(17));
+    session.app.stderr_line("crashing after").await;
     assert!(
         session
             .try_call("echo", json!({"message": "three"}))
@@ -81,7 +80,7 @@ async fn crash_after_calls_answers_the_nth_call_then_exits_17(kind: Kind) {
     );
 }
 
-async fn start_delay_ms_delays_serving(kind: Kind) {
+async fn start_delay_ms_delays_serving(kind: Over) {
     // A sleep can only make start-up later, so a lower bound cannot flake.
     let started = Instant::now();
     let session = connect(kind, &["--start-delay-ms", "400"]).await;
@@ -94,12 +93,12 @@ async fn start_delay_ms_delays_serving(kind: Kind) {
     assert_eq!(text(&echoed), "late");
 }
 
-async fn never_initialize_reads_but_never_answers(kind: Kind) {
+async fn never_initialize_reads_but_never_answers(kind: Over) {
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "1"}}});
     match kind {
-        Kind::Stdio => {
+        Over::Stdio => {
             let (mut fixture, stdout, mut stdin) = spawn(kind, &["--never-initialize"]);
             stdin
                 .write_all(format!("{initialize}\n").as_bytes())
@@ -117,7 +116,7 @@ async fn never_initialize_reads_but_never_answers(kind: Kind) {
             assert!(exited.is_err(), "exited after stdin closed: {exited:?}");
             assert!(fixture.is_alive());
         }
-        Kind::Http => {
+        Over::Http => {
             let mut fixture = Fixture::http(&["--never-initialize"]).await;
             let response = reqwest::Client::new()
                 .post(&fixture.mcp_url)
@@ -139,7 +138,7 @@ async fn never_initialize_reads_but_never_answers(kind: Kind) {
     }
 }
 
-async fn garbage_stdout_prints_three_non_json_lines_and_exits_1(kind: Kind) {
+async fn garbage_stdout_prints_three_non_json_lines_and_exits_1(kind: Over) {
     let (mut fixture, stdout, _stdin) = spawn(kind, &["--garbage-stdout"]);
     let mut lines = BufReader::new(stdout).lines();
     let mut seen = Vec::new();
@@ -156,25 +155,19 @@ async fn garbage_stdout_prints_three_non_json_lines_and_exits_1(kind: Kind) {
     assert_eq!(fixture.exit_status().await.code(), Some(1));
 }
 
-async fn stderr_noise_writes_numbered_lines_and_one_per_call(kind: Kind) {
+async fn stderr_noise_writes_numbered_lines_and_one_per_call(kind: Over) {
     let mut session = connect(kind, &["--stderr-noise", "3"]).await;
     for i in 1..=3 {
         let line = session
-            .fixture
+            .app
             .stderr_line(&format!("start line {i} of 3"))
             .await;
         assert!(line.starts_with("fixture-app noise:"), "{line}");
     }
     session.call("echo", json!({"message": "x"})).await;
     session.call("get_cwd", json!({})).await;
-    session
-        .fixture
-        .stderr_line("noise: tool call 1: echo")
-        .await;
-    session
-        .fixture
-        .stderr_line("noise: tool call 2: get_cwd")
-        .await;
+    session.app.stderr_line("noise: tool call 1: echo").await;
+    session.app.stderr_line("noise: tool call 2: get_cwd").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -226,7 +219,7 @@ async fn require_header_rejects_requests_without_it() {
     .unwrap();
     let result = within(
         "echo",
-        client.call_tool(crate::support::params("echo", json!({"message": "in"}))),
+        client.call_tool(call_params("echo", json!({"message": "in"}))),
     )
     .await
     .unwrap();
@@ -242,7 +235,7 @@ async fn http_only_flags_are_refused_in_stdio_mode() {
         &["--stateless-get-status", "404"],
         &["--strict-lifecycle"],
     ] {
-        let (mut fixture, _stdout, _stdin) = spawn(Kind::Stdio, args);
+        let (mut fixture, _stdout, _stdin) = spawn(Over::Stdio, args);
         fixture
             .stderr_line(&format!("{} only applies to http mode", args[0]))
             .await;
@@ -264,7 +257,7 @@ async fn stateless_get_status_takes_only_error_statuses_and_no_session_flags() {
             "10",
         ],
     ] {
-        let (mut fixture, _stdout, _stdin) = spawn(Kind::Http, args);
+        let (mut fixture, _stdout, _stdin) = spawn(Over::Http, args);
         let line = fixture.stderr_line("error").await;
         assert!(line.contains("--stateless-get-status"), "{args:?}: {line}");
         assert!(!fixture.exit_status().await.success(), "{args:?}");
@@ -276,7 +269,7 @@ async fn nagle_still_serves_every_call() {
     // What the flag changes (Nagle's algorithm on the server's side) shows only in timing,
     // which tests never assert (`cargo xtask bench proxy` measures it); the server must
     // still answer every call whole.
-    let session = connect(Kind::Http, &["--nagle"]).await;
+    let session = connect(Over::Http, &["--nagle"]).await;
     for message in ["one", "two", "three"] {
         let echoed = session.call("echo", json!({"message": message})).await;
         assert_eq!(structured(&echoed)["message"], message);
@@ -285,7 +278,7 @@ async fn nagle_still_serves_every_call() {
 
 #[tokio::test]
 async fn nagle_is_refused_in_stdio_mode() {
-    let (mut fixture, _stdout, _stdin) = spawn(Kind::Stdio, &["--nagle"]);
+    let (mut fixture, _stdout, _stdin) = spawn(Over::Stdio, &["--nagle"]);
     fixture
         .stderr_line("--nagle only applies to http mode")
         .await;

@@ -5,7 +5,9 @@ use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use serde_json::{Value, json};
 
-use crate::support::{Fixture, within};
+use mcpapp_testkit::{PATIENCE, eventually, within};
+
+use crate::support::Fixture;
 
 const PROTOCOL: &str = "2025-11-25";
 
@@ -246,12 +248,14 @@ async fn server_requests_wait_for_a_get_stream() {
     // The request leaves the POST's stream before any GET is open...
     let priming = call.next().await.unwrap();
     assert!(priming.data.is_none(), "{priming:?}");
-    let moved = async {
-        while raw.counters().await["requestsMovedToGet"] != 1 {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    };
-    within("the request to be moved", moved).await;
+    assert!(
+        eventually(
+            PATIENCE,
+            async || raw.counters().await["requestsMovedToGet"] == 1
+        )
+        .await,
+        "the request was never moved to a GET stream"
+    );
     // ...and the first GET stream gets it.
     let mut get = Events::new(raw.get(None).await);
     let asked = get.next_message().await.unwrap();

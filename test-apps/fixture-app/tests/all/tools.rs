@@ -11,10 +11,11 @@ use rmcp::model::{
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
 
-use crate::over_both_transports;
-use crate::support::{
-    Elicit, Event, Kind, Options, connect, connect_with, params, structured, text, within,
+use mcpapp_testkit::{
+    Elicit, Event, Over, call_params, over_both_transports, structured, text, within,
 };
+
+use crate::support::{Options, client, connect, connect_with};
 
 const VIEW: &str = "ui://fixture/view.html";
 
@@ -33,7 +34,7 @@ over_both_transports!(
     protocol_is_capped_at_2025_11_25,
 );
 
-async fn lists_tools_with_their_metadata_and_the_view(kind: Kind) {
+async fn lists_tools_with_their_metadata_and_the_view(kind: Over) {
     let s = connect(kind, &[]).await;
     let tools = within("tools/list", s.client.list_all_tools())
         .await
@@ -130,7 +131,7 @@ async fn lists_tools_with_their_metadata_and_the_view(kind: Kind) {
     assert!(missing.unwrap_err().to_string().contains("no resource"));
 }
 
-async fn echo_slow_and_huge_output(kind: Kind) {
+async fn echo_slow_and_huge_output(kind: Over) {
     let s = connect(kind, &[]).await;
     let echoed = s.call("echo", json!({"message": "héllo"})).await;
     assert_eq!(text(&echoed), "héllo");
@@ -152,7 +153,7 @@ async fn echo_slow_and_huge_output(kind: Kind) {
     assert!(text(&refused).contains("at most 67108864"));
 }
 
-async fn hang_is_cancelled_and_counted(kind: Kind) {
+async fn hang_is_cancelled_and_counted(kind: Over) {
     // The noise line for the hang call tells us the server is inside the tool before we cancel.
     let mut s = connect(kind, &["--stderr-noise", "0"]).await;
     let none = s.call("cancellations", json!({})).await;
@@ -161,13 +162,13 @@ async fn hang_is_cancelled_and_counted(kind: Kind) {
     let handle = within(
         "send hang",
         s.client.peer().send_cancellable_request(
-            ClientRequest::CallToolRequest(CallToolRequest::new(params("hang", json!({})))),
+            ClientRequest::CallToolRequest(CallToolRequest::new(call_params("hang", json!({})))),
             PeerRequestOptions::no_options(),
         ),
     )
     .await
     .unwrap();
-    s.fixture.stderr_line("tool call 2: hang").await;
+    s.app.stderr_line("tool call 2: hang").await;
     let waiting = s
         .call("hangs", json!({"atLeast": 1, "waitMs": 20000}))
         .await;
@@ -197,7 +198,7 @@ async fn hang_is_cancelled_and_counted(kind: Kind) {
     );
 }
 
-async fn freeze_answers_then_goes_silent(kind: Kind) {
+async fn freeze_answers_then_goes_silent(kind: Over) {
     let mut s = connect(kind, &[]).await;
     let frozen = s.call("freeze", json!({})).await;
     assert_eq!(text(&frozen), "frozen");
@@ -213,14 +214,14 @@ async fn freeze_answers_then_goes_silent(kind: Kind) {
     let echo = tokio::time::timeout(
         Duration::from_millis(300),
         s.client
-            .call_tool(params("echo", json!({"message": "hello?"}))),
+            .call_tool(call_params("echo", json!({"message": "hello?"}))),
     )
     .await;
     assert!(echo.is_err(), "echo was answered: {echo:?}");
-    assert!(s.fixture.is_alive());
+    assert!(s.app.is_alive());
 }
 
-async fn image_returns_a_png(kind: Kind) {
+async fn image_returns_a_png(kind: Over) {
     let s = connect(kind, &[]).await;
     let result = s.call("image", json!({})).await;
     assert_eq!(result.content.len(), 2);
@@ -236,7 +237,7 @@ async fn image_returns_a_png(kind: Kind) {
     assert_eq!(&bytes[bytes.len() - 8..bytes.len() - 4], b"IEND");
 }
 
-async fn show_media_returns_text_image_audio_and_meta(kind: Kind) {
+async fn show_media_returns_text_image_audio_and_meta(kind: Over) {
     let s = connect(kind, &[]).await;
     let result = s.call("show_media", json!({})).await;
     let wire = serde_json::to_value(&result).unwrap();
@@ -275,7 +276,7 @@ async fn show_media_returns_text_image_audio_and_meta(kind: Kind) {
     );
 }
 
-async fn progress_uses_the_request_token(kind: Kind) {
+async fn progress_uses_the_request_token(kind: Over) {
     let mut s = connect(kind, &[]).await;
     let result = s.call("progress", json!({"steps": 3, "delayMs": 5})).await;
     let token = structured(&result)["progressToken"].clone();
@@ -290,9 +291,9 @@ async fn progress_uses_the_request_token(kind: Kind) {
     }
 }
 
-async fn elicit_reports_accept_decline_and_cancel(kind: Kind) {
+async fn elicit_reports_accept_decline_and_cancel(kind: Over) {
     let with = |elicit| Options {
-        elicit,
+        client: client(elicit),
         ..Options::default()
     };
     let mut accepting = connect_with(
@@ -325,7 +326,7 @@ async fn elicit_reports_accept_decline_and_cancel(kind: Kind) {
     assert!(text(&refused).contains("did not declare form elicitation"));
 }
 
-async fn notifications_and_logging(kind: Kind) {
+async fn notifications_and_logging(kind: Over) {
     let mut s = connect(kind, &[]).await;
     let added = s.call("notify_tools_changed", json!({})).await;
     assert_eq!(structured(&added)["added"], "added_tool_1");
@@ -359,12 +360,12 @@ async fn notifications_and_logging(kind: Kind) {
     assert!(text(&bad).contains("level must be one of"));
 }
 
-async fn echoes_meta_session_env_cwd_and_client_info(kind: Kind) {
+async fn echoes_meta_session_env_cwd_and_client_info(kind: Over) {
     let dir = std::env::temp_dir().canonicalize().unwrap();
     let s = connect_with(
         kind,
         Options {
-            elicit: Elicit::Decline,
+            client: client(Elicit::Decline),
             env: vec![("FIXTURE_TEST_VALUE".into(), "forty-two".into())],
             cwd: Some(dir.clone()),
             ..Options::default()
@@ -411,7 +412,7 @@ async fn echoes_meta_session_env_cwd_and_client_info(kind: Kind) {
     assert!(info["capabilities"]["elicitation"].is_object(), "{info}");
 }
 
-async fn visibility_and_ui_tools_answer(kind: Kind) {
+async fn visibility_and_ui_tools_answer(kind: Over) {
     let s = connect(kind, &[]).await;
     for name in [
         "app_only_tool",
@@ -426,12 +427,12 @@ async fn visibility_and_ui_tools_answer(kind: Kind) {
     }
 }
 
-async fn protocol_is_capped_at_2025_11_25(kind: Kind) {
+async fn protocol_is_capped_at_2025_11_25(kind: Over) {
     // A client asking for the newest protocol is answered with 2025-11-25...
     let newest = connect_with(
         kind,
         Options {
-            protocol: ProtocolVersion::V_2026_07_28,
+            client: client(Elicit::Unsupported).protocol(ProtocolVersion::V_2026_07_28),
             ..Options::default()
         },
     )
@@ -445,7 +446,7 @@ async fn protocol_is_capped_at_2025_11_25(kind: Kind) {
     let older = connect_with(
         kind,
         Options {
-            protocol: ProtocolVersion::V_2025_06_18,
+            client: client(Elicit::Unsupported).protocol(ProtocolVersion::V_2025_06_18),
             ..Options::default()
         },
     )

@@ -4,7 +4,9 @@
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
-use crate::support::{Fixture, fixture_command, within};
+use mcpapp_testkit::within;
+
+use crate::support::{Fixture, fixture_command};
 
 fn initialize() -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

@@ -6,7 +6,9 @@ use std::process::Stdio;
 use mcpapp_manifest::{Launch, McpAppManifest, Transport};
 use tokio::io::AsyncReadExt as _;
 
-use crate::support::{app_command, start_http, within};
+use mcpapp_testkit::within;
+
+use crate::support::{app_command, start_http};
 
 #[tokio::test]
 async fn http_prints_exactly_one_stdout_line_and_stdio_prints_nothing() {

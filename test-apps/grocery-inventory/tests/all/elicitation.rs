@@ -3,8 +3,9 @@
 
 use serde_json::json;
 
-use crate::over_both_transports;
-use crate::support::{Elicit, Event, Kind, assert_tool_error, connect, structured};
+use mcpapp_testkit::{Elicit, Event, Over, assert_tool_error, over_both_transports, structured};
+
+use crate::support::connect;
 
 over_both_transports!(
     restock_wizard_round_trips,
@@ -24,13 +25,16 @@ async fn quantity(c: &crate::support::Connection, store: u32, product: u32) -> u
         .unwrap()
 }
 
-async fn restock_wizard_round_trips(kind: Kind) {
+async fn restock_wizard_round_trips(kind: Over) {
     // Accepting client: the question names the product and the suggestion.
     let mut accepting = connect(kind, Elicit::Accept(json!({"quantity": 12})), &[]).await;
     let result = accepting
         .call("restock_wizard", json!({"storeId": 1, "productId": 1}))
         .await;
-    let Event::ElicitationAsked(question) = accepting.next_event().await else {
+    let Event::ElicitationAsked {
+        message: question, ..
+    } = accepting.next_event().await
+    else {
         panic!("expected an elicitation first");
     };
     assert!(question.contains("Organic Milk (MILK-001)"), "{question}");
@@ -54,7 +58,7 @@ async fn restock_wizard_round_trips(kind: Kind) {
         .await;
     assert!(matches!(
         declining.next_event().await,
-        Event::ElicitationAsked(_)
+        Event::ElicitationAsked { .. }
     ));
     assert_eq!(structured(&result)["status"], "declined");
     assert_eq!(quantity(&declining, 2, 2).await, 6);
@@ -83,7 +87,7 @@ async fn restock_wizard_round_trips(kind: Kind) {
     );
 }
 
-async fn large_adjustments_need_confirmation(kind: Kind) {
+async fn large_adjustments_need_confirmation(kind: Over) {
     let mut accepting = connect(kind, Elicit::Accept(json!({"confirm": true})), &[]).await;
     // Small: applied without a question.
     let small = accepting
@@ -103,7 +107,10 @@ async fn large_adjustments_need_confirmation(kind: Kind) {
         .await;
     let mut asked = None;
     while asked.is_none() {
-        if let Event::ElicitationAsked(question) = accepting.next_event().await {
+        if let Event::ElicitationAsked {
+            message: question, ..
+        } = accepting.next_event().await
+        {
             asked = Some(question);
         }
     }
@@ -162,7 +169,7 @@ async fn large_adjustments_need_confirmation(kind: Kind) {
     );
 }
 
-async fn new_product_wizard_asks_for_missing_fields(kind: Kind) {
+async fn new_product_wizard_asks_for_missing_fields(kind: Over) {
     let form = json!({"sku": "tea-030", "name": "Green Tea", "unitPrice": 4.5,
                       "unitOfMeasure": "box", "categoryId": 5, "supplierId": 5});
     let mut accepting = connect(kind, Elicit::Accept(form), &[]).await;
@@ -170,7 +177,10 @@ async fn new_product_wizard_asks_for_missing_fields(kind: Kind) {
     let created = accepting
         .call("new_product_wizard", json!({"name": "Jasmine Green Tea"}))
         .await;
-    let Event::ElicitationAsked(question) = accepting.next_event().await else {
+    let Event::ElicitationAsked {
+        message: question, ..
+    } = accepting.next_event().await
+    else {
         panic!("expected a question");
     };
     assert!(question.contains("sku, unitPrice, unitOfMeasure, categoryId, supplierId"));

@@ -10,10 +10,11 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
-use crate::over_both_transports;
-use crate::support::{
-    Connection, Elicit, Kind, assert_tool_error, connect, structured, text, within,
+use mcpapp_testkit::{
+    Elicit, Over, assert_tool_error, over_both_transports, structured, text, within,
 };
+
+use crate::support::{Connection, connect};
 
 const TOOLS: [&str; 14] = [
     "adjust_stock",
@@ -45,7 +46,7 @@ over_both_transports!(
     protocol_is_capped_at_2025_11_25,
 );
 
-async fn protocol_is_capped_at_2025_11_25(kind: Kind) {
+async fn protocol_is_capped_at_2025_11_25(kind: Over) {
     // rmcp's default client configuration asks for the newest protocol, 2026-07-28.
     let default_client = rmcp::model::ClientConfig::default();
     assert_eq!(
@@ -55,7 +56,7 @@ async fn protocol_is_capped_at_2025_11_25(kind: Kind) {
     // The http app must outlive the client, so it is kept here.
     let mut app = None;
     let client = match kind {
-        Kind::Stdio => {
+        Over::Stdio => {
             let command = crate::support::app_command(&["stdio"]);
             let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
                 .stderr(std::process::Stdio::null())
@@ -65,7 +66,7 @@ async fn protocol_is_capped_at_2025_11_25(kind: Kind) {
                 .await
                 .unwrap()
         }
-        Kind::Http => {
+        Over::Http => {
             let started = app.insert(crate::support::start_http(&[]).await);
             let url = started.mcp_url.clone();
             let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url);
@@ -82,7 +83,7 @@ async fn protocol_is_capped_at_2025_11_25(kind: Kind) {
     assert_eq!(tools.len(), TOOLS.len());
 }
 
-async fn lists_exact_names_and_metadata(kind: Kind) {
+async fn lists_exact_names_and_metadata(kind: Over) {
     let c = connect(kind, Elicit::Unsupported, &[]).await;
     let info = c.client.peer_info().expect("server info");
     assert_eq!(info.protocol_version.to_string(), "2025-11-25");
@@ -198,7 +199,7 @@ async fn lists_exact_names_and_metadata(kind: Kind) {
     );
 }
 
-async fn query_tools_validate_their_input(kind: Kind) {
+async fn query_tools_validate_their_input(kind: Over) {
     let c = connect(kind, Elicit::Unsupported, &[]).await;
 
     let all = c.call("get_categories", json!({})).await;
@@ -341,7 +342,7 @@ async fn query_tools_validate_their_input(kind: Kind) {
     assert!(c.try_call("get_everything", json!({})).await.is_err());
 }
 
-async fn stock_changes_emit_resources_updated(kind: Kind) {
+async fn stock_changes_emit_resources_updated(kind: Over) {
     let mut c = connect(kind, Elicit::Unsupported, &[]).await;
 
     let adjusted = c
@@ -474,7 +475,7 @@ async fn stock_changes_emit_resources_updated(kind: Kind) {
     );
 }
 
-async fn dashboard_tools_return_the_structured_payload(kind: Kind) {
+async fn dashboard_tools_return_the_structured_payload(kind: Over) {
     let c = connect(kind, Elicit::Unsupported, &[]).await;
     let result = c.call("show_store_inventory_dashboard", json!({})).await;
     let summary = text(&result);
@@ -571,7 +572,7 @@ async fn read(c: &Connection, uri: &str) -> Result<(String, Option<String>, Valu
     .map_err(|e| e.to_string())
 }
 
-async fn resources_read_back(kind: Kind) {
+async fn resources_read_back(kind: Over) {
     let c = connect(
         kind,
         Elicit::Unsupported,
@@ -653,7 +654,7 @@ async fn prompt_text(c: &Connection, name: &str, args: Value) -> Result<String, 
         .join("\n"))
 }
 
-async fn prompts_are_built_from_live_data(kind: Kind) {
+async fn prompts_are_built_from_live_data(kind: Over) {
     let c = connect(kind, Elicit::Unsupported, &[]).await;
     let analysis = prompt_text(&c, "analyze_store_performance", json!({"storeId": "1"}))
         .await
@@ -749,7 +750,7 @@ async fn complete(c: &Connection, reference: Reference, name: &str, value: &str)
     .values
 }
 
-async fn completions_return_matching_values(kind: Kind) {
+async fn completions_return_matching_values(kind: Over) {
     let c = connect(kind, Elicit::Unsupported, &[]).await;
     let analyze = || Reference::for_prompt("analyze_store_performance");
     assert_eq!(
@@ -808,7 +809,7 @@ async fn completions_return_matching_values(kind: Kind) {
 /// Subscriptions reach other connections; only HTTP can have two connections to one app.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribers_on_other_connections_hear_about_changes() {
-    let actor = connect(Kind::Http, Elicit::Unsupported, &[]).await;
+    let actor = connect(Over::Http, Elicit::Unsupported, &[]).await;
     let url = actor.app.as_ref().unwrap().mcp_url.clone();
     let mut watcher = crate::support::connect_url(&url, Elicit::Unsupported).await;
     #[allow(deprecated)]

@@ -3,7 +3,9 @@
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::support::{Elicit, connect_url, start_http, structured, within};
+use mcpapp_testkit::{Elicit, structured, within};
+
+use crate::support::{connect_url, start_http};
 
 async fn send(
     client: &Client,
