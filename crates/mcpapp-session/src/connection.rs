@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{Instrument, debug};
 
+use crate::dual::{LegacyLeg, LinkOpener};
 use crate::era;
 use crate::hub::{Hub, HubCommand, PORT_BACKLOG};
 use crate::link::{Link, LinkEvent};
@@ -24,6 +25,7 @@ use crate::pipe::HubPipe;
 use crate::port::{Port, PortError};
 use crate::raw::{RawError, RawMessage, raw_string};
 use crate::router::{PortCapabilities, PortSpec};
+use crate::stats::SessionStats;
 
 /// Protocol versions a client session may have, oldest first: the Streamable HTTP era up to
 /// the last one with `initialize`. Between them only fields and features were added, which a
@@ -54,6 +56,9 @@ pub struct Connection {
     pub request_timeout: Duration,
     app_id: String,
     meters: Arc<dyn SessionObserver>,
+    /// For a modern app that can be reached again: the legacy session of legacy clients,
+    /// if the app is dual-era (`dual.rs`).
+    legacy: Option<LegacyLeg>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -177,7 +182,21 @@ impl Connection {
             request_timeout,
             app_id: app_id.to_owned(),
             meters,
+            legacy: None,
         })
+    }
+
+    /// Lets a modern session open a legacy session of the same app for legacy clients, on a
+    /// link `opener` makes, if the app serves both eras (see `dual.rs`). Nothing is sent
+    /// until the first legacy client arrives. A legacy session ignores it. (The supervisor
+    /// offers it for HTTP apps whose manifest names no protocol version: one that names
+    /// 2026-07-28 asks for that era alone.)
+    #[must_use]
+    pub fn with_legacy_session(mut self, opener: Arc<dyn LinkOpener>) -> Self {
+        if self.era == Era::Modern {
+            self.legacy = Some(LegacyLeg::new(opener));
+        }
+        self
     }
 
     /// Resolves with the reason once the link has closed.
@@ -185,8 +204,11 @@ impl Connection {
         self.closed.clone()
     }
 
-    /// Closes rmcp and the link.
+    /// Closes rmcp and the link (and a dual-era app's legacy session).
     pub async fn shutdown(&self, grace: Duration) {
+        if let Some(legacy) = &self.legacy {
+            legacy.shutdown(grace).await;
+        }
         self.client.cancellation_token().cancel();
         self.link.close(grace).await;
     }
@@ -198,10 +220,20 @@ impl Connection {
     /// modern upstream, one made from its `server/discover` result), with the protocol
     /// version the port will speak: the client's, when it is one of
     /// [`PORT_PROTOCOL_VERSIONS`] the session can serve; else the newest the session can.
+    /// On a dual-era app (see [`Connection::with_legacy_session`]) the port is opened on the
+    /// app's legacy session.
     pub async fn open_port(
         self: &Arc<Self>,
         initialize: &RawMessage,
     ) -> Result<(Port, RawMessage), PortError> {
+        if let Some(legacy) = &self.legacy
+            && let Some(session) = legacy
+                .session(&self.app_id, self.request_timeout, &self.meters)
+                .await
+        {
+            // Boxed: a port of the legacy session is opened by that session's own method.
+            return Box::pin(session.open_port(initialize)).await;
+        }
         let Some(id) = initialize.id().map(ToOwned::to_owned) else {
             return Err(PortError::Invalid(RawError::InvalidEnvelope(
                 "initialize needs an id".to_owned(),
@@ -270,6 +302,18 @@ impl Connection {
             Era::Legacy => era::discover_from_initialize(&handshake),
             Era::Modern => era::discover_for_clients(&handshake),
         })
+    }
+
+    /// The sizes of this session's tables, as the hub sees them now (see [`SessionStats`]).
+    ///
+    /// # Errors
+    /// [`PortError::SessionGone`] when the session has ended.
+    pub async fn session_stats(&self) -> Result<SessionStats, PortError> {
+        let (reply, stats) = oneshot::channel();
+        self.hub
+            .send(HubCommand::Stats { reply })
+            .map_err(|_| PortError::SessionGone)?;
+        stats.await.map_err(|_| PortError::SessionGone)
     }
 
     async fn handshake(&self) -> Result<(Era, Box<RawValue>), PortError> {

@@ -19,6 +19,7 @@ use crate::link::{Link, LinkEvent};
 use crate::observe::{CallOutcome, CallPath, SessionObserver, ToolObserver};
 use crate::raw::{MessageKind, RawMessage};
 use crate::router::{Delivery, Key, PortId, PortSpec, Router, key_of};
+use crate::stats::SessionStats;
 
 /// Notifications kept for a port that does not read them fast enough.
 pub(crate) const PORT_BACKLOG: usize = 256;
@@ -66,6 +67,10 @@ pub(crate) enum HubCommand {
         reply: oneshot::Sender<RawMessage>,
     },
     SetEra(Era),
+    /// Reports the sizes of the hub's and the router's tables.
+    Stats {
+        reply: oneshot::Sender<SessionStats>,
+    },
 }
 
 pub(crate) struct Hub {
@@ -345,24 +350,7 @@ impl Hub {
                 stream,
                 accepted,
                 call,
-            } => match self.router.port_request(port, message) {
-                Ok(taken) => {
-                    if let Some(call) = call {
-                        self.calls.insert(taken.stream.clone(), call);
-                    }
-                    if taken.bounded {
-                        self.add_deadline(taken.stream.clone());
-                    }
-                    self.requests.insert(taken.stream.clone(), stream);
-                    let _ = accepted.send(Ok(taken.stream));
-                    self.deliver(taken.deliveries);
-                }
-                Err(response) => {
-                    let _ = accepted.send(Err(response));
-                    let pending = self.router.take_pending();
-                    self.deliver(pending);
-                }
-            },
+            } => self.port_request(port, message, stream, accepted, call),
             HubCommand::PortNotification { port, message } => {
                 let deliveries = self.router.port_notification(port, message);
                 self.deliver(deliveries);
@@ -371,13 +359,7 @@ impl Hub {
                 let deliveries = self.router.port_response(port, message);
                 self.deliver(deliveries);
             }
-            HubCommand::Abandon { key, reason } => {
-                self.requests.remove(&key);
-                self.end_call(&key, || CallOutcome::Cancelled);
-                let deliveries = self.router.abandon(&key, &reason);
-                self.meters.cancelled(cancellations(&deliveries));
-                self.deliver(deliveries);
-            }
+            HubCommand::Abandon { key, reason } => self.abandon(&key, &reason),
             HubCommand::ClosePort { port, reason } => {
                 self.ports.remove(&port);
                 self.lagging.remove(&port);
@@ -404,6 +386,95 @@ impl Hub {
                 self.router.set_upstream_era(era);
                 self.link.set_era(era);
             }
+            HubCommand::Stats { reply } => {
+                let _ = reply.send(self.stats());
+            }
+        }
+    }
+
+    /// A port's request: routed and sent upstream, unless its client has already gone.
+    ///
+    /// The port waits for `accepted` with a guard that, when its client goes away, closes
+    /// the channel and abandons a key already sent (see `port.rs`). So a client that left
+    /// before the request was routed shows as a closed channel here (the request never goes
+    /// upstream), and one that leaves once it was sent, as a failed send (it is abandoned at
+    /// once): no request outlives every caller until its timeout.
+    fn port_request(
+        &mut self,
+        port: PortId,
+        message: RawMessage,
+        stream: mpsc::UnboundedSender<RawMessage>,
+        accepted: oneshot::Sender<Result<Key, RawMessage>>,
+        call: Option<Call>,
+    ) {
+        if accepted.is_closed() {
+            if let Some(call) = call {
+                call.tool
+                    .finish(call.path, CallOutcome::Cancelled, call.started.elapsed());
+            }
+            debug!(port, "a request's client went away before it was sent");
+            return;
+        }
+        match self.router.port_request(port, message) {
+            Ok(taken) => {
+                if let Some(call) = call {
+                    self.calls.insert(taken.stream.clone(), call);
+                }
+                if taken.bounded {
+                    self.add_deadline(taken.stream.clone());
+                }
+                self.requests.insert(taken.stream.clone(), stream);
+                let key = taken.stream.clone();
+                let gone = accepted.send(Ok(taken.stream)).is_err();
+                self.deliver(taken.deliveries);
+                if gone {
+                    self.abandon(&key, "the client went away");
+                }
+            }
+            Err(response) => {
+                let _ = accepted.send(Err(response));
+                let pending = self.router.take_pending();
+                self.deliver(pending);
+            }
+        }
+    }
+
+    /// The client of the port request `key` went away: it is cancelled upstream.
+    fn abandon(&mut self, key: &Key, reason: &str) {
+        self.requests.remove(key);
+        self.end_call(key, || CallOutcome::Cancelled);
+        let deliveries = self.router.abandon(key, reason);
+        self.meters.cancelled(cancellations(&deliveries));
+        self.deliver(deliveries);
+    }
+
+    /// The sizes of the hub's tables and the router's.
+    fn stats(&self) -> SessionStats {
+        let sizes = self.router.sizes();
+        let deadlines = self
+            .deadlines
+            .iter()
+            .filter(|(_, key)| self.requests.contains_key(key))
+            .count();
+        SessionStats {
+            ports: sizes.ports.max(self.ports.len()),
+            port_requests: sizes.requests,
+            in_flight: sizes.in_flight,
+            streams: self.requests.len(),
+            deadlines,
+            calls: self.calls.len(),
+            aliases: sizes.aliases,
+            progress_tokens: sizes.tokens,
+            server_requests: sizes.server_requests,
+            subscriptions: sizes.subscriptions,
+            rounds: sizes.rounds,
+            round_counts: sizes.round_counts,
+            held: sizes.held,
+            held_requests: sizes.held_requests,
+            listens: sizes.listens,
+            gateway_listens: sizes.gateway_listens,
+            rmcp_in_flight: sizes.rmcp_in_flight,
+            probes: sizes.probes.max(self.probes.len()),
         }
     }
 

@@ -63,6 +63,7 @@
 
 mod client;
 mod connection;
+mod dual;
 mod elicit;
 mod era;
 mod hub;
@@ -72,16 +73,19 @@ mod pipe;
 mod port;
 mod raw;
 mod router;
+mod stats;
 mod trace_context;
 
 pub use client::{GatewayClient, Notice};
 pub use connection::{
     Connection, EraChoice, HandshakeError, PORT_PROTOCOL_VERSIONS, closed_reason,
 };
+pub use dual::LinkOpener;
 pub use elicit::{Causes, ElicitFuture, ElicitationRequest, Elicitor};
 pub use era::{MODERN_PROTOCOL_VERSION, request_protocol_version};
 pub use link::{CloseFuture, Link, LinkEvent, LinkEvents, Origin, RequestKey};
 pub use observe::{CallOutcome, CallPath, SessionObserver, ToolObserver};
 pub use port::{Port, PortError, PortReply, ResponseStream};
 pub use raw::{MessageKind, RawError, RawMessage, raw_string};
+pub use stats::SessionStats;
 pub use trace_context::inject_trace_context;

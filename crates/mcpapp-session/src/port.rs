@@ -176,6 +176,15 @@ impl Port {
                 let result = connection.discover_result().await?;
                 return Ok(PortReply::Response(RawMessage::response(&id, &result)));
             }
+            // The 2026-07-28 revision removed `ping`; the endpoints refuse it before a port
+            // is opened, and a modern port refuses it too.
+            Some("ping") if self.protocol_version == crate::era::MODERN => {
+                return Ok(PortReply::Response(RawMessage::error_response(
+                    Some(&id),
+                    -32601,
+                    "Method not found: ping is not a method of protocol version 2026-07-28",
+                )));
+            }
             Some("ping") => {
                 return Ok(PortReply::Response(RawMessage::response(
                     &id,
@@ -201,6 +210,13 @@ impl Port {
             self.path.get(),
             Some(self.id),
         );
+        // The drop guard exists before the request can reach the hub: if this future is
+        // dropped (the client went away) at any point from here until the stream below
+        // exists, the request is abandoned.
+        let mut waiting = Accepting {
+            rx: Some(accepted_rx),
+            hub: self.hub.clone(),
+        };
         self.hub
             .send(HubCommand::PortRequest {
                 port: self.id,
@@ -210,7 +226,7 @@ impl Port {
                 call,
             })
             .map_err(|_| PortError::SessionGone)?;
-        match accepted_rx.await.map_err(|_| PortError::SessionGone)? {
+        match waiting.answer().await? {
             Ok(key) => Ok(PortReply::Stream(ResponseStream {
                 rx: stream_rx,
                 key,
@@ -219,6 +235,43 @@ impl Port {
                 _span: span,
             })),
             Err(response) => Ok(PortReply::Response(response)),
+        }
+    }
+}
+
+/// Waits for the hub to take a port request, and abandons it if dropped while waiting.
+///
+/// The hub either finds the channel closed (the request is not sent) or sends the request's
+/// key; a key sent but not yet read is read here on drop and abandoned. Closing the channel
+/// first makes the two exclusive: after `close`, the hub's send fails (and the hub abandons
+/// the request itself) or its key is in the channel.
+struct Accepting {
+    rx: Option<oneshot::Receiver<Result<Key, RawMessage>>>,
+    hub: mpsc::UnboundedSender<HubCommand>,
+}
+
+impl Accepting {
+    async fn answer(&mut self) -> Result<Result<Key, RawMessage>, PortError> {
+        let Some(rx) = self.rx.as_mut() else {
+            return Err(PortError::SessionGone);
+        };
+        let answer = rx.await.map_err(|_| PortError::SessionGone);
+        self.rx = None;
+        answer
+    }
+}
+
+impl Drop for Accepting {
+    fn drop(&mut self) {
+        let Some(mut rx) = self.rx.take() else {
+            return;
+        };
+        rx.close();
+        if let Ok(Ok(key)) = rx.try_recv() {
+            let _ = self.hub.send(HubCommand::Abandon {
+                key,
+                reason: "the client went away".to_owned(),
+            });
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use mcpapp_session::{ElicitationRequest, Port, PortError, RawMessage};
+use mcpapp_session::{ElicitationRequest, Port, PortError, RawMessage, SessionStats};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, CompleteRequest,
     CompleteRequestParams, CompleteResult, GetPromptRequest, GetPromptRequestParams,
@@ -293,6 +293,18 @@ impl AppHandle {
         initialize: &RawMessage,
     ) -> Result<(Port, RawMessage), PortError> {
         self.shared.open_port(initialize).await
+    }
+
+    /// What the app's upstream session holds for its clients now: ports, requests in flight,
+    /// deadlines, subscriptions, listens, held calls (see [`SessionStats`]). Once every
+    /// client session has ended and nothing of theirs is in flight, it is
+    /// [idle](SessionStats::is_idle).
+    ///
+    /// # Errors
+    /// [`PortError::NotRunning`] when the app is not running, [`PortError::SessionGone`] when
+    /// its session ended meanwhile.
+    pub async fn session_stats(&self) -> Result<SessionStats, PortError> {
+        self.shared.session_stats().await
     }
 
     fn unexpected(&self, method: &str, result: &ServerResult) -> CallError {

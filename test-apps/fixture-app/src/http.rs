@@ -2,7 +2,7 @@
 //! live at the HTTP level: `--require-header`, `--crash-after-calls`, `--never-initialize`, the
 //! `freeze` tool, the `tools/list` vendor fields, `--strict-lifecycle`,
 //! `--stateless-get-status`, `--server-requests-on-get` (`reroute.rs`) and
-//! `--resumable-after-ms` (`resume.rs`). Event streams are rewritten one whole event at a time
+//! `--resumable-after-ms` (`resume.rs`), `--json-lines`. Event streams are rewritten one whole event at a time
 //! (`sse.rs`). `--era modern` configures rmcp's service as a 2026-only server.
 
 use std::collections::HashSet;
@@ -58,6 +58,8 @@ pub(crate) struct HttpOptions {
     pub(crate) strict_lifecycle: bool,
     /// Leave Nagle's algorithm on (no `TCP_NODELAY`), as a plain `axum::serve` does.
     pub(crate) nagle: bool,
+    /// Answer 2026-07-28 event streams as newline-delimited JSON (`--json-lines`).
+    pub(crate) json_lines: bool,
 }
 
 #[derive(Debug)]
@@ -229,6 +231,7 @@ async fn post(g: &Guard, request: Request, next: Next) -> Response {
         parts.extensions.insert(g.shared.notifier.mark());
     }
     let session = session_of(&parts.headers);
+    let request_headers = parts.headers.clone();
     if g.options.strict_lifecycle
         && let Some(refusal) = strict_refusal(g, &parts.headers, session.as_deref(), &message)
     {
@@ -256,8 +259,14 @@ async fn post(g: &Guard, request: Request, next: Next) -> Response {
     {
         initialized_sessions(g).insert(session.clone());
     }
-    let (parts, body) = response.into_parts();
+    let (mut parts, body) = response.into_parts();
     let sse = is_event_stream(&parts.headers);
+    if sse && g.options.json_lines && is_modern(&request_headers, &message) {
+        parts
+            .headers
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        return Response::from_parts(parts, Body::from_stream(json_lines(body)));
+    }
     if method == Some("tools/list") && !sse {
         return with_vendor_fields_json(parts, body).await;
     }
@@ -290,6 +299,20 @@ async fn post(g: &Guard, request: Request, next: Next) -> Response {
         events = events.chain(crash_after_the_body()).boxed();
     }
     Response::from_parts(parts, Body::from_stream(events))
+}
+
+/// An event stream's messages as newline-delimited JSON (`--json-lines`), each written as its
+/// event arrives; events without data (priming, comments) are left out.
+fn json_lines(body: Body) -> EventStream {
+    sse::events(body)
+        .filter_map(|event| async move {
+            match event {
+                Ok(event) => sse::message(&event)
+                    .map(|message| Ok(axum::body::Bytes::from(format!("{message}\n")))),
+                Err(e) => Some(Err(e)),
+            }
+        })
+        .boxed()
 }
 
 /// An empty tail for a response body that, once reached, exits the process shortly after

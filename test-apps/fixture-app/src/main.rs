@@ -72,6 +72,10 @@
 //!   plain `axum::serve` does (by default they get it). An event-stream answer is written in
 //!   pieces, so a later piece then waits for the client to acknowledge the first: a client
 //!   that delays its ACKs on a reused connection sees every answer ~40 ms late.
+//! - `--json-lines` (http only): a 2026-07-28 request whose answer is an event stream (a
+//!   `subscriptions/listen` stream, a call that reports progress) is answered with
+//!   `Content-Type: application/json` and the stream's messages one per line instead, written
+//!   as they come, as the conformance suite's reference server answers.
 //!
 //! The next four flags copy what real-world Streamable HTTP servers do. They are http only (an
 //! error with stdio, where none of them has a meaning: stdio has no second stream, and its
@@ -299,6 +303,10 @@ struct Cli {
     /// Serve HTTP connections without TCP_NODELAY (Nagle's algorithm on).
     #[arg(long)]
     nagle: bool,
+    /// Answer 2026-07-28 requests whose answer is an event stream with application/json,
+    /// one message per line (http).
+    #[arg(long)]
+    json_lines: bool,
 }
 
 impl Cli {
@@ -314,6 +322,7 @@ impl Cli {
             ),
             ("--strict-lifecycle", self.strict_lifecycle),
             ("--nagle", self.nagle),
+            ("--json-lines", self.json_lines),
         ]
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))
@@ -468,6 +477,7 @@ fn main() -> anyhow::Result<()> {
                         stateless_get_status: cli.stateless_get_status,
                         strict_lifecycle: cli.strict_lifecycle,
                         nagle: cli.nagle,
+                        json_lines: cli.json_lines,
                     },
                 )
                 .await

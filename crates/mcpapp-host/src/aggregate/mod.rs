@@ -134,9 +134,8 @@ pub(crate) async fn post(
         Ok(message) => message,
         Err(response) => return response,
     };
-    if message.kind() == MessageKind::Request && message.method().as_deref() == Some("initialize") {
-        return initialize(&state, &message);
-    }
+    // The era first: a 2026-07-28 request is modern whatever its method (its `initialize`,
+    // `ping` and subscriptions are removed methods, refused by the checks).
     if modern::is_modern(&headers, &message) {
         if let Err(response) = modern::check(&headers, &message) {
             return response;
@@ -147,6 +146,9 @@ pub(crate) async fn post(
         }
         let link = Link::Request(Arc::new(message.clone()));
         return request(&state, link, message, ()).await;
+    }
+    if message.kind() == MessageKind::Request && message.method().as_deref() == Some("initialize") {
+        return initialize(&state, &message);
     }
     let id = message.id().map(ToOwned::to_owned);
     let (session, busy) = match session_of(&state, &headers, id.as_deref()) {

@@ -6,7 +6,8 @@
 //!   found by prefix among the running apps in discovery order; and, because a view knows only
 //!   its own app's names, an app's own tool name that no other running app has (and that
 //!   views may call). Tools the registry got from elsewhere (built-in, plugins) are run by the
-//!   gateway.
+//!   gateway. A name nobody lists goes to the one running app without a prefix, if there is
+//!   exactly one (its namespace is its own), as its server would take it.
 //! - `prompts/get` and `completion/complete` of a prompt: by prefix, among the apps that list
 //!   the prompt.
 //! - `resources/read`, `resources/subscribe`, `resources/unsubscribe`, and completions of a
@@ -174,7 +175,7 @@ fn tool(
         };
     }
     if !ui {
-        return None;
+        return unlisted(apps, name);
     }
     // App-only tools are not in the agent's registry; views call them.
     let app_only = apps.iter().find_map(|(app, scope)| {
@@ -203,6 +204,22 @@ fn tool(
                 .map(|(_, scope)| scope.name_out(name))
                 .collect();
             Some(Found::Ambiguous(names))
+        }
+        _ => unlisted(apps, name),
+    }
+}
+
+/// A name no app lists may still be a tool of the one running app without a prefix: servers
+/// may answer calls to tools they do not list (the conformance suite's reference server
+/// changes its lists through such tools), and such an app's namespace is its own, which `/mcp`
+/// passes through as it is. With several bare apps nobody can tell which it would be; a
+/// prefixed app's names are the gateway's, and only those it lists exist. A tool the app does
+/// list, but this client may not see, stays unknown to it.
+fn unlisted(apps: &[(AppHandle, Scope)], name: &str) -> Option<Found> {
+    let mut bare = apps.iter().filter(|(_, scope)| scope.is_bare());
+    match (bare.next(), bare.next()) {
+        (Some((app, scope)), None) if app.descriptors().tool(name).is_none() => {
+            Some(Found::App(app.clone(), scope.clone(), name.to_owned()))
         }
         _ => None,
     }

@@ -104,9 +104,8 @@ pub(crate) async fn post(
     if let Some(method) = message.method() {
         tracing::Span::current().record("method", method.as_str());
     }
-    if message.kind() == MessageKind::Request && message.method().as_deref() == Some("initialize") {
-        return initialize(&state, &app, &message).await;
-    }
+    // The era first: a 2026-07-28 request is modern whatever its method (its `initialize`
+    // is a removed method, not a session).
     if is_modern(&headers, &message) {
         return modern::post(
             state.enforce_app_visibility,
@@ -116,6 +115,9 @@ pub(crate) async fn post(
             message,
         )
         .await;
+    }
+    if message.kind() == MessageKind::Request && message.method().as_deref() == Some("initialize") {
+        return initialize(&state, &app, &message).await;
     }
     let id = message.id().map(ToOwned::to_owned);
     let (session_key, session, busy) = match session_of(&state, &app, &headers, id.as_deref()) {

@@ -1,20 +1,13 @@
 //! Abandoned calls under load (issue 22): many browser calls in flight on `/apps/mcp/{appId}`
 //! (300, on 30 sessions) whose clients all go away at once, once every call waits in the app
-//! and again while half of them are still on their way, over stdio and HTTP. Each call that
-//! reached the app must be cancelled upstream within its deadline (at once when its response
-//! stream closes, at the latest when the app's request timeout runs out), and nothing may be
-//! left behind: no call still waiting in the app, every call ended in the session's hub, no
-//! browser session left once they are deleted.
-//!
-//! The router's own tables (ports, port requests, the deadline queue, progress tokens,
-//! server-request routes) cannot be read from outside today; the hub's call counters
-//! (`/metrics`), the host's session count and the app's own count of waiting calls stand in
-//! for them. Reading them directly needs an accessor on the session (see
-//! docs/conformance-findings.md).
-//!
-//! It reproduces a race that main still has, so it runs only when `MCPAPP_ABANDONED_CALLS`
-//! is set (e.g. `MCPAPP_ABANDONED_CALLS=1 cargo test -p mcpapp-host --test all abandoned`);
-//! without it the test says so and passes. Once the race is fixed, the gate goes.
+//! and again while half of them are still on their way, and each on its own shortly after
+//! sending, over stdio and HTTP. Each call that reached the app must be cancelled upstream
+//! within its deadline (at once when its response stream closes, at the latest when the
+//! app's request timeout runs out), because its client left (the hub's call counters tell a
+//! cancellation from a timeout), and nothing may be left behind: no call still waiting in the
+//! app, no request, stream or deadline in the session's tables once the clients left, and
+//! no port or anything else of theirs once the sessions are deleted
+//! (`AppHandle::session_stats`).
 
 use std::time::Duration;
 
@@ -25,8 +18,6 @@ use tokio::time::Instant;
 
 use crate::{Gateway, PATIENCE};
 
-/// The variable that turns the test on.
-const GATE: &str = "MCPAPP_ABANDONED_CALLS";
 /// Browser sessions, and calls in flight on each.
 const SESSIONS: usize = 30;
 const CALLS_PER_SESSION: usize = 10;
@@ -38,10 +29,6 @@ const GRACE: Duration = Duration::from_secs(5);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn abandoned_calls_are_cancelled_upstream_and_leave_nothing_behind() {
-    if std::env::var_os(GATE).is_none() {
-        eprintln!("skipped: set {GATE}=1 to run the abandoned-call reproduction (issue 22)");
-        return;
-    }
     let mut failures = Vec::new();
     for over in Over::BOTH {
         for leave in [Leave::Arrived, Leave::Arriving, Leave::Scattered] {
@@ -206,6 +193,14 @@ async fn abandon(over: Over, leave: Leave) -> Result<(), String> {
         ));
     }
 
+    // Nothing of the calls is left in the session: the ports (the sessions) remain.
+    let stats = session_stats(&gateway).await;
+    if stats.port_requests + stats.in_flight + stats.streams + stats.deadlines + stats.calls > 0 {
+        problems.push(format!(
+            "the session still holds calls whose clients left: {stats:?}"
+        ));
+    }
+
     // Deleting the sessions leaves none, and a call left behind must now be gone too.
     for session in &sessions {
         let _ = client
@@ -226,6 +221,19 @@ async fn abandon(over: Over, leave: Leave) -> Result<(), String> {
         problems.push(format!(
             "{} calls still wait in the app after every session was deleted",
             after["hanging"]
+        ));
+    }
+    // The routing tables are empty: the deleted sessions' ports are closed (each closes as
+    // its last holder lets go), and nothing of theirs remains.
+    let emptied = Instant::now();
+    let mut stats = session_stats(&gateway).await;
+    while !stats.is_idle() && emptied.elapsed() < PATIENCE {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        stats = session_stats(&gateway).await;
+    }
+    if !stats.is_idle() {
+        problems.push(format!(
+            "the session's tables are not empty after every session was deleted: {stats:?}"
         ));
     }
     gateway.shutdown().await;
@@ -301,4 +309,15 @@ async fn ended_calls(gateway: &Gateway) -> (u64, u64) {
             .unwrap_or(0.0) as u64
     };
     (count("cancelled"), count("timeout"))
+}
+
+/// The sizes of the app's session tables.
+async fn session_stats(gateway: &Gateway) -> mcpapp_session::SessionStats {
+    gateway
+        .supervisor
+        .get("fx")
+        .unwrap()
+        .session_stats()
+        .await
+        .unwrap()
 }

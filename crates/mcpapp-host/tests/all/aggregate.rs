@@ -558,3 +558,44 @@ async fn a_closed_listen_leaves_the_endpoint() {
     client.cancel().await.unwrap();
     gateway.shutdown().await;
 }
+
+/// The error of a 2026-07-28 `tools/call` of `name` on `/mcp`.
+async fn call_error(gateway: &Gateway, name: &str) -> Value {
+    let (_, _, messages) = modern_post(
+        gateway,
+        "tools/call",
+        json!({"name": name, "arguments": {}}),
+    )
+    .await;
+    messages.last().unwrap()["error"].clone()
+}
+
+#[tokio::test]
+async fn a_name_no_app_lists_goes_to_the_one_app_without_a_prefix() {
+    let apps = AppsDir::new();
+    apps.stdio_app("bare", &bin("fixture-app"), &["stdio"], "{}");
+    let gateway = Gateway::start(apps, |_| {}).await;
+    // The app's own answer: the call reached it.
+    let error = call_error(&gateway, "not_listed").await;
+    assert_eq!(error["message"], "tool not found", "{error}");
+    // A tool the app lists for views only stays unknown to a client without the extension.
+    let error = call_error(&gateway, "app_only_tool").await;
+    assert_eq!(error["code"], -32602, "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Unknown tool: app_only_tool"),
+        "{error}"
+    );
+    gateway.shutdown().await;
+
+    // With two apps without a prefix, nobody can tell whose it would be.
+    let apps = AppsDir::new();
+    apps.stdio_app("one", &bin("fixture-app"), &["stdio"], "{}");
+    apps.stdio_app("two", &bin("fixture-app"), &["stdio"], "{}");
+    let gateway = Gateway::start(apps, |_| {}).await;
+    let error = call_error(&gateway, "not_listed").await;
+    assert_eq!(error["message"], "Unknown tool: not_listed", "{error}");
+    gateway.shutdown().await;
+}

@@ -6,7 +6,10 @@ use mcpapp_testkit::{
     AppsDir, Connection, Elicit, Event, HttpApp, Over, TestClient, TestClientBuilder, bin, within,
 };
 use rmcp::ClientLifecycleMode;
-use rmcp::model::{CallToolRequestParams, ProtocolVersion, ServerNotification, SubscriptionFilter};
+use rmcp::model::{
+    CallToolRequestParams, ProtocolVersion, ServerNotification, SubscribeRequestParams,
+    SubscriptionFilter,
+};
 use serde_json::json;
 
 use crate::{Gateway, PATIENCE};
@@ -134,6 +137,9 @@ async fn an_auto_mode_client_negotiates_2026_on_the_proxy() {
     gateway.shutdown().await;
 }
 
+/// The fixture's view, a resource whose updates the fixture sends on `touch_resource`.
+const VIEW: &str = "ui://fixture/view.html";
+
 /// The fixture as an app of `era` over `over`; the HTTP server is returned to keep it alive.
 fn fixture(apps: &AppsDir, id: &str, era: Era, over: Over) -> Option<HttpApp> {
     let era_flag = match era {
@@ -154,7 +160,8 @@ fn fixture(apps: &AppsDir, id: &str, era: Era, over: Over) -> Option<HttpApp> {
 }
 
 /// One cell of the matrix: a client of `client` era, through the proxy, onto an app of `app`
-/// era over `over`: list, call, hear a list change, answer an elicitation, cancel a call.
+/// era over `over`: list, call, hear a list change and a resource update, answer an
+/// elicitation, cancel a call.
 async fn cell(client_era: Era, app_era: Era, over: Over) {
     let label = format!("{client_era:?} client, {app_era:?} app, {over:?}");
     let apps = AppsDir::new();
@@ -229,6 +236,70 @@ async fn cell(client_era: Era, app_era: Era, over: Over) {
                 .await
         }
     }
+
+    // A resource update reaches the client, in its era's way: a legacy client's
+    // `resources/subscribe`, a modern client's listen naming the URI (the gateway subscribes,
+    // listens or forwards upstream, as the app's era asks).
+    let mut resource_listen = match client_era {
+        Era::Modern => {
+            let filter = SubscriptionFilter::builder()
+                .resource_subscription(VIEW)
+                .build();
+            let listen = client
+                .listen(filter.clone())
+                .await
+                .unwrap_or_else(|e| panic!("{label}: {e}"));
+            assert_eq!(listen.acknowledged(), &filter, "{label}");
+            Some(listen)
+        }
+        Era::Legacy => {
+            // The legacy way is what this client is here to test.
+            #[allow(deprecated)]
+            peer.subscribe(SubscribeRequestParams::new(VIEW))
+                .await
+                .unwrap_or_else(|e| panic!("{label}: {e}"));
+            None
+        }
+    };
+    // The gateway's own subscription upstream may follow the client's answer: touch the
+    // resource until the app reaches a subscriber, each touch an event the app reports.
+    let reached = within(
+        format!("{label}: a subscriber of {VIEW} in the app"),
+        async {
+            loop {
+                let touched = app
+                    .call_tool("touch_resource", Some(args(json!({"uri": VIEW}))), None)
+                    .await
+                    .unwrap()
+                    .structured_content
+                    .unwrap();
+                let reached = touched["sessions"].as_u64().unwrap_or(0)
+                    + touched["listens"].as_u64().unwrap_or(0);
+                if reached > 0 {
+                    break reached;
+                }
+                tokio::task::yield_now().await;
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        reached, 1,
+        "{label}: one upstream subscription for the client"
+    );
+    match &mut resource_listen {
+        Some(listen) => match within(format!("{label}: a resource update"), listen.next())
+            .await
+            .unwrap()
+        {
+            Some(ServerNotification::ResourceUpdatedNotification(updated)) => {
+                assert_eq!(updated.params.uri, VIEW, "{label}");
+            }
+            other => panic!("{label}: {other:?}"),
+        },
+        None => client.expect_updates(&[VIEW]).await,
+    }
+    drop(resource_listen);
 
     // An elicitation round trip: the app asks, the client answers, the call completes.
     let elicit =

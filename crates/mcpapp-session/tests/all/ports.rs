@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use mcpapp_manifest::Era;
-use mcpapp_session::{EraChoice, PortError, PortReply, closed_reason};
+use mcpapp_session::{CallOutcome, EraChoice, PortError, PortReply, closed_reason};
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
 
@@ -158,4 +158,125 @@ async fn closing_the_link_answers_what_waits_and_ends_every_port() {
     assert!(reason.contains("the test server ended"), "{reason}");
     let after = port.send(msg(call(json!(2), "echo", "late"))).await;
     assert!(matches!(after, Err(PortError::SessionGone)), "{after:?}");
+}
+
+#[tokio::test]
+async fn a_request_whose_client_leaves_while_it_is_being_taken_is_cancelled_at_once() {
+    let session = open(true, EraChoice::Legacy, PATIENCE).await;
+    let connection = &session.connection;
+    let (port, _) = connection
+        .open_port(&initialize("2025-11-25"))
+        .await
+        .unwrap();
+
+    // The client leaves after the hub took the request and sent it upstream, before the
+    // port read the hub's answer (the window of issue 22's race): it is cancelled upstream at
+    // once, not when its timeout (here a minute) runs out.
+    let mut sending = Box::pin(port.send(msg(call(json!("late"), "wait", ""))));
+    assert!(futures::poll!(sending.as_mut()).is_pending());
+    // The hub serves commands in order: once it answers this, it has taken the request.
+    let taken = connection.session_stats().await.unwrap();
+    assert_eq!(taken.port_requests, 1, "{taken:?}");
+    drop(sending);
+    let mut cancelled = session.server.cancelled.subscribe();
+    tokio::time::timeout(PATIENCE, cancelled.wait_for(|n| *n == 1))
+        .await
+        .expect("the server was told to stop")
+        .unwrap();
+
+    // The client leaves before the hub took it: it never goes upstream.
+    let mut sending = Box::pin(port.send(msg(call(json!("early"), "wait", ""))));
+    assert!(futures::poll!(sending.as_mut()).is_pending());
+    drop(sending);
+    let heard = session
+        .recorder
+        .until(|h| {
+            h.calls
+                .iter()
+                .filter(|c| c.outcome == CallOutcome::Cancelled)
+                .count()
+                == 2
+        })
+        .await;
+    assert_eq!(heard.timeouts, 0, "{heard:?}");
+    let stats = connection.session_stats().await.unwrap();
+    assert_eq!(
+        (
+            stats.port_requests,
+            stats.streams,
+            stats.deadlines,
+            stats.calls
+        ),
+        (0, 0, 0, 0),
+        "{stats:?}"
+    );
+    assert_eq!(*session.server.cancelled.borrow(), 1);
+
+    // Once the port closes, the session holds nothing of it.
+    drop(port);
+    let stats = connection.session_stats().await.unwrap();
+    assert!(stats.is_idle(), "{stats:?}");
+    assert_eq!(stats.ports, 0);
+}
+
+/// Opens links to new test servers of every version, or fails to.
+#[derive(Debug)]
+struct Opener {
+    works: bool,
+    opened: std::sync::atomic::AtomicUsize,
+}
+
+impl mcpapp_session::LinkOpener for Opener {
+    fn open(
+        &self,
+    ) -> Result<
+        (
+            std::sync::Arc<dyn mcpapp_session::Link>,
+            tokio::sync::mpsc::UnboundedReceiver<mcpapp_session::LinkEvent>,
+        ),
+        String,
+    > {
+        self.opened
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if !self.works {
+            return Err("the endpoint refused".to_owned());
+        }
+        let (link, events) = crate::PipeLink::connect(crate::TestServer::new(false));
+        Ok((link, events))
+    }
+}
+
+#[tokio::test]
+async fn a_modern_app_that_also_speaks_legacy_serves_legacy_ports_on_a_session_of_their_own() {
+    for works in [true, false] {
+        let session = open(false, EraChoice::Auto, PATIENCE).await;
+        let opener = std::sync::Arc::new(Opener {
+            works,
+            opened: std::sync::atomic::AtomicUsize::new(0),
+        });
+        let connection = std::sync::Arc::into_inner(session.connection)
+            .unwrap()
+            .with_legacy_session(opener.clone());
+        let connection = std::sync::Arc::new(connection);
+        assert_eq!(connection.era, Era::Modern);
+        let (first, _) = connection
+            .open_port(&initialize("2025-11-25"))
+            .await
+            .unwrap();
+        let (second, _) = connection
+            .open_port(&initialize("2025-11-25"))
+            .await
+            .unwrap();
+        let answers = exchange(&second, call(json!(1), "echo", "legacy")).await;
+        assert_eq!(
+            json_of(&answers[0])["result"]["content"][0]["text"],
+            "legacy"
+        );
+        // Asked once, whatever the answer; the ports are on the legacy session if it opened.
+        assert_eq!(opener.opened.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let stats = connection.session_stats().await.unwrap();
+        assert_eq!(stats.ports, if works { 0 } else { 2 }, "works={works}");
+        drop((first, second));
+        connection.shutdown(Duration::ZERO).await;
+    }
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use mcpapp_manifest::Era;
-use mcpapp_session::{Causes, Port, PortError, RawMessage, inject_trace_context};
+use mcpapp_session::{Causes, Port, PortError, RawMessage, SessionStats, inject_trace_context};
 use rmcp::ServiceError;
 use rmcp::model::{CancelledNotificationParam, ClientRequest, RequestMetaObject, ServerResult};
 use rmcp::service::PeerRequestOptions;
@@ -104,6 +104,14 @@ impl AppShared {
             .current()
             .ok_or_else(|| PortError::NotRunning(self.lifecycle()))?;
         connection.open_modern_port(request)
+    }
+
+    /// The sizes of the current upstream session's tables.
+    pub(crate) async fn session_stats(&self) -> Result<SessionStats, PortError> {
+        let connection = self
+            .current()
+            .ok_or_else(|| PortError::NotRunning(self.lifecycle()))?;
+        connection.session_stats().await
     }
 
     /// Opens a port on the current upstream session for the client that sent `initialize`.

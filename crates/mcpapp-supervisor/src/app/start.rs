@@ -15,7 +15,7 @@ use super::enumerate::{enumerate, listen_for_changes};
 use super::error::{StartError, StartWarning};
 use super::{AppShared, TaskContext};
 use crate::descriptors::Descriptors;
-use crate::launch::{self, Inheritance};
+use crate::launch::{self, Inheritance, LaunchPlan};
 use crate::link;
 use crate::link::stdio::StderrTail;
 
@@ -86,9 +86,18 @@ async fn connect(
             &context.processes,
         )
         .map_err(StartError::Plan)?;
-        if let launch::LaunchPlan::Http(http) = &mut plan {
+        // The token goes on every request of the link, the legacy session's included.
+        if let LaunchPlan::Http(http) = &mut plan {
             http.auth = shared.authorizer();
         }
+        // An HTTP endpoint can be reached again, for a dual-era app's legacy session; a
+        // manifest that names a version asks for that era alone.
+        let opener = match &plan {
+            LaunchPlan::Http(http) if spec.protocol_era.is_none() => {
+                Some(Arc::new(link::HttpOpener { spec: http.clone() }))
+            }
+            _ => None,
+        };
         let (events_tx, events_rx) = mpsc::unbounded_channel::<LinkEvent>();
         let (link, pid) = link::open(plan, events_tx)?;
         let handler = GatewayClient::new(
@@ -108,7 +117,13 @@ async fn connect(
         )
         .await
         {
-            Ok(connection) => return Ok((connection, pid)),
+            Ok(connection) => {
+                let connection = match opener {
+                    Some(opener) => connection.with_legacy_session(opener),
+                    None => connection,
+                };
+                return Ok((connection, pid));
+            }
             // Some servers end when asked anything before `initialize`: start it again
             // and use `initialize` at once.
             Err(HandshakeError::ProbeClosed(reason)) if choice == EraChoice::Auto => {

@@ -1,6 +1,6 @@
 //! The headers of the HTTP link's requests: the URL's credentials turned into an
 //! `Authorization` header (and out of the URI), and the headers a 2026-07-28 POST carries
-//! (SEP-2243). Pure functions of the spec and the message, tested on their own.
+//! (SEP-2243; a call's `Mcp-Param-*` headers come from `tool_headers.rs`). Pure functions of the spec and the message, tested on their own.
 
 use http::Uri;
 use http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
@@ -69,7 +69,7 @@ pub(super) fn modern_headers(base: &HeaderMap, message: &RawMessage, version: &s
 
 /// A header value as SEP-2243 writes it: plain visible ASCII as is, anything else (and text
 /// that could be mistaken for the encoding) as `=?base64?…?=`.
-fn header_text(text: &str) -> String {
+pub(super) fn header_text(text: &str) -> String {
     use base64::Engine;
     let plain = !text.is_empty()
         && text.bytes().all(|b| (0x20..0x7f).contains(&b))

@@ -1,9 +1,9 @@
 //! The Streamable HTTP link: one MCP session with a remote endpoint, carried by our own small
 //! client so that every byte, and where it arrived, is visible to the router.
 //!
-//! Each message is POSTed; whatever comes back on that POST (one JSON body, or an SSE stream
-//! of progress, server requests and finally the response) is tagged with the request's
-//! upstream id. After the handshake a single standalone GET stream carries the session's
+//! Each message is POSTed; whatever comes back on that POST (one JSON body, JSON messages one
+//! per line read as they arrive (`json_stream.rs`), or an SSE stream of progress, server
+//! requests and finally the response) is tagged with the request's upstream id. After the handshake a single standalone GET stream carries the session's
 //! other server messages and is reconnected (with `Last-Event-ID`) when it drops; a server
 //! that issued no session id and answers that GET with 404 or 405 simply has none. The
 //! session id and negotiated protocol version are taken from the `initialize` exchange and
@@ -44,6 +44,8 @@ use serde_json::value::RawValue;
 use self::auth::Sent;
 use super::connector::{ClientError, HttpClient};
 use super::headers::{PROTOCOL_HEADER, SESSION_HEADER, modern_headers, request_uri};
+use super::json_stream::JsonValues;
+use super::tool_headers::ToolHeaders;
 
 mod auth;
 
@@ -114,6 +116,8 @@ struct Inner {
     closed: AtomicBool,
     stop: CancellationToken,
     span: tracing::Span,
+    /// What the app's listings say of `x-mcp-header` (2026-07-28 only).
+    tool_headers: ToolHeaders,
 }
 
 /// An open HTTP session.
@@ -152,6 +156,7 @@ pub(crate) fn connect(mut spec: HttpSpec, events: LinkEvents) -> Result<HttpLink
         closed: AtomicBool::new(false),
         stop: CancellationToken::new(),
         span: tracing::Span::current(),
+        tool_headers: ToolHeaders::default(),
     });
     let (outgoing, queue) = mpsc::unbounded_channel();
     tokio::spawn(dispatch(inner.clone(), queue).instrument(inner.span.clone()));
@@ -408,6 +413,7 @@ impl Inner {
     }
 
     fn emit(&self, message: RawMessage, origin: Origin) {
+        let message = self.tool_headers.incoming(&origin, message);
         let _ = self.events.send(LinkEvent::Message { message, origin });
     }
 
@@ -436,7 +442,17 @@ impl Inner {
         let method = message.method();
         let is_initialize = method.as_deref() == Some("initialize");
         let is_initialized = method.as_deref() == Some("notifications/initialized");
-        let headers = self.post_headers(&message, is_initialize);
+        let (mut headers, modern) = self.post_headers(&message, is_initialize);
+        if modern
+            && let Err(refusal) =
+                self.tool_headers
+                    .outgoing(&message, request.as_ref(), &mut headers)
+        {
+            if let Some(key) = request {
+                self.emit(refusal, Origin::Post(key));
+            }
+            return;
+        }
         let body = bytes::Bytes::from(message.into_string());
         let sent = self.send(Method::POST, headers, Some(body), sent).await;
         // The server has begun answering (or failed to): a cancellation may follow now.
@@ -498,22 +514,22 @@ impl Inner {
         }
     }
 
-    /// The headers of a POST of `message`.
-    fn post_headers(&self, message: &RawMessage, is_initialize: bool) -> HeaderMap {
-        let mut headers = match request_protocol_version(message) {
+    /// The headers of a POST of `message`, and whether it is a modern request.
+    fn post_headers(&self, message: &RawMessage, is_initialize: bool) -> (HeaderMap, bool) {
+        let (mut headers, modern) = match request_protocol_version(message) {
             // A modern request stands alone: its era's headers, no session.
             Some(version) if Era::of_version(&version) == Era::Modern => {
-                modern_headers(&self.spec.headers, message, &version)
+                (modern_headers(&self.spec.headers, message, &version), true)
             }
-            _ if is_initialize => self.spec.headers.clone(),
-            _ => self.session_headers(),
+            _ if is_initialize => (self.spec.headers.clone(), false),
+            _ => (self.session_headers(), false),
         };
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(
             ACCEPT,
             HeaderValue::from_static("application/json, text/event-stream"),
         );
-        headers
+        (headers, modern)
     }
 
     /// Answers `request` (or warns, for a message without an answer) when the server did not
@@ -575,41 +591,67 @@ impl Inner {
         }
     }
 
+    /// Reads a JSON body as it arrives (see `json_stream.rs`: one object, or messages one
+    /// after another, as a listen stream's body is), emitting each message when it is whole;
+    /// returns whether the response arrived.
     async fn read_json_body(
         &self,
         response: Response,
         origin: &Origin,
         is_initialize: bool,
     ) -> bool {
-        let body = match read_limited(response)
-            .await
-            .and_then(|body| Ok(String::from_utf8(body)?))
-        {
-            Ok(body) => body,
-            Err(text) => {
-                warn!("reading a response failed: {text}");
-                return false;
-            }
-        };
-        if body.trim().is_empty() {
-            return false;
-        }
-        match RawMessage::parse(body.as_str()) {
-            Ok(message) => {
-                if is_initialize {
-                    self.note_initialize(&message);
+        let mut body = response.into_body();
+        let mut values = JsonValues::new(MAX_BODY_BYTES);
+        let mut answered = false;
+        loop {
+            let frame = tokio::select! {
+                frame = body.frame() => frame,
+                () = self.stop.cancelled() => return answered,
+            };
+            let chunk = match frame {
+                None => break,
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(chunk) => chunk,
+                    Err(_) => continue,
+                },
+                Some(Err(err)) => {
+                    debug!("a response body broke: {}", describe_body_error(&err));
+                    return answered;
                 }
-                let is_response = message.is_response();
-                self.emit(message, origin.clone());
-                is_response
-            }
-            Err(_) => {
-                let _ = self
-                    .events
-                    .send(LinkEvent::Garbage(body.chars().take(200).collect()));
-                false
+            };
+            let complete = match values.push(&chunk) {
+                Ok(complete) => complete,
+                Err(err) => {
+                    warn!("reading a response failed: {err}");
+                    let _ = self.events.send(LinkEvent::Garbage(err.to_string()));
+                    return answered;
+                }
+            };
+            for value in complete {
+                let Ok(text) = String::from_utf8(value) else {
+                    warn!("the app sent a JSON message that is not UTF-8");
+                    continue;
+                };
+                match RawMessage::parse(text.as_str()) {
+                    Ok(message) => {
+                        if is_initialize {
+                            self.note_initialize(&message);
+                        }
+                        answered |= message.is_response();
+                        self.emit(message, origin.clone());
+                    }
+                    Err(_) => {
+                        let _ = self
+                            .events
+                            .send(LinkEvent::Garbage(text.chars().take(200).collect()));
+                    }
+                }
             }
         }
+        if let Some(rest) = values.rest() {
+            let _ = self.events.send(LinkEvent::Garbage(rest));
+        }
+        answered
     }
 
     /// Reads the SSE stream of a POST; returns whether the response arrived.
@@ -907,9 +949,6 @@ enum BodyError {
     /// The body exceeded [`MAX_BODY_BYTES`].
     #[error("the response is larger than {MAX_BODY_BYTES} bytes")]
     TooLarge,
-    /// A JSON body that is not UTF-8.
-    #[error(transparent)]
-    NotUtf8(#[from] std::string::FromUtf8Error),
 }
 
 fn describe_body_error(err: &hyper::Error) -> String {

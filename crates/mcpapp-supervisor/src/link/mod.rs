@@ -5,13 +5,18 @@
 mod connector;
 mod headers;
 pub(crate) mod http;
+mod json_stream;
 pub(crate) mod stdio;
+mod tool_headers;
 
 use std::sync::Arc;
 
-use mcpapp_session::{Link, LinkEvents};
+use mcpapp_session::{Link, LinkEvent, LinkEvents, LinkOpener};
+use tokio::sync::mpsc;
 
 use crate::launch::LaunchPlan;
+
+pub(crate) use self::http::HttpSpec;
 
 /// Why a link could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -51,5 +56,20 @@ pub(crate) fn open(
             let link = http::connect(spec, events).map_err(LinkError::Http)?;
             Ok((Arc::new(link), None))
         }
+    }
+}
+
+/// Opens further links to an HTTP app's endpoint, for the legacy session of a dual-era app
+/// (`mcpapp_session::LinkOpener`): the same URL and headers as the app's own link.
+#[derive(Debug)]
+pub(crate) struct HttpOpener {
+    pub(crate) spec: HttpSpec,
+}
+
+impl LinkOpener for HttpOpener {
+    fn open(&self) -> Result<(Arc<dyn Link>, mpsc::UnboundedReceiver<LinkEvent>), String> {
+        let (events, events_rx) = mpsc::unbounded_channel();
+        let link = http::connect(self.spec.clone(), events).map_err(|e| e.to_string())?;
+        Ok((Arc::new(link), events_rx))
     }
 }

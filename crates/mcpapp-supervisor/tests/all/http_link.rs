@@ -312,3 +312,124 @@ async fn sequential_calls_share_one_kept_alive_connection_even_without_tcp_nodel
     drop(port);
     supervisor.shutdown().await;
 }
+
+/// A 2026-07-28 request as a modern client sends it.
+fn modern(id: &str, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+#[tokio::test]
+async fn newline_delimited_json_answers_are_read_as_they_arrive() {
+    // A 2026-07-28 server that answers its event streams as application/json, one message
+    // per line, as the conformance suite's reference server does; a listen's body never ends.
+    let server = HttpApp::start("fixture-app", &["--era", "modern", "--json-lines"]);
+    let apps = AppsDir::new();
+    apps.http_app("lines", &server.url, "{}");
+    let supervisor = supervise(&apps.discover(), fast_policy());
+    let mut events = supervisor.subscribe();
+    let app = supervisor.get("lines").unwrap();
+    mcpapp_testkit::wait_state(app.watch(), Lifecycle::Running).await;
+
+    // Progress, then the response, on one body.
+    let mut progress = modern(
+        "p",
+        "tools/call",
+        json!({"name": "progress", "arguments": {"steps": 2}}),
+    );
+    progress["params"]["_meta"]["progressToken"] = json!("tok");
+    let port = app.open_modern_port(&msg(progress.clone())).unwrap();
+    let replies: Vec<Value> = exchange(&port, progress)
+        .await
+        .iter()
+        .map(json_of)
+        .collect();
+    assert_eq!(replies.len(), 3, "{replies:?}");
+    assert_eq!(replies[0]["method"], "notifications/progress");
+    assert_eq!(replies[0]["params"]["progressToken"], "tok");
+    assert_eq!(replies[2]["id"], "p");
+    assert_eq!(replies[2]["result"]["structuredContent"]["steps"], 2);
+
+    // A client's listen: the acknowledgement arrives while the body goes on, then a change.
+    let listen = modern(
+        "l",
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
+    let port = app.open_modern_port(&msg(listen.clone())).unwrap();
+    let mut stream = start(&port, listen).await;
+    let ack = next(&mut stream).await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "l"
+    );
+    call(&app, "notify_tools_changed", json!({})).await;
+    let changed = next(&mut stream).await;
+    assert_eq!(changed["method"], "notifications/tools/list_changed");
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "l"
+    );
+
+    // The gateway's own listen saw it too, and listed the tools again.
+    crate::next_event(
+        &mut events,
+        |e| matches!(e, SupervisorEvent::ToolsChanged { app_id } if app_id == "lines"),
+    )
+    .await;
+    assert!(app.descriptors().tool("added_tool_1").is_some());
+    drop(stream);
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn legacy_clients_of_a_dual_era_app_get_a_legacy_session_of_their_own() {
+    // A dual-era app serves a legacy client by its legacy rules on a session of the
+    // gateway's; a 2026-07-28-only app refuses one, and its legacy clients are translated, as
+    // are those of an app whose manifest asks for 2026-07-28.
+    for (era, manifest, legacy_served) in [
+        ("both", "{}", "2025-11-25"),
+        ("modern", "{}", "2026-07-28"),
+        ("both", r#"{"protocolVersion": "2026-07-28"}"#, "2026-07-28"),
+    ] {
+        let server = HttpApp::start("fixture-app", &["--era", era]);
+        let apps = AppsDir::new();
+        apps.http_app("eras", &server.url, manifest);
+        let (supervisor, app) = running(&apps, "eras").await;
+        let client_info = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                 "params": {"name": "client_info", "arguments": {}}});
+        let served = |replies: Vec<mcpapp_session::RawMessage>| {
+            json_of(replies.last().unwrap())["result"]["structuredContent"]
+                ["negotiatedProtocolVersion"]
+                .clone()
+        };
+
+        let legacy = open(&app, true).await;
+        let replies = exchange(&legacy, client_info.clone()).await;
+        assert_eq!(served(replies), legacy_served, "--era {era}, {manifest}");
+        // A legacy port of a dual-era app is on the legacy session, not the modern one.
+        let stats = app.session_stats().await.unwrap();
+        let translated = legacy_served == "2026-07-28";
+        assert_eq!(
+            stats.ports,
+            usize::from(translated),
+            "--era {era}, {manifest}: {stats:?}"
+        );
+
+        // Modern clients and the gateway's own calls stay on the modern session.
+        let request = modern("m", "tools/call", json!({"name": "client_info"}));
+        let port = app.open_modern_port(&msg(request.clone())).unwrap();
+        assert_eq!(served(exchange(&port, request).await), "2026-07-28");
+        let own = call(&app, "client_info", json!({})).await;
+        assert_eq!(
+            own.structured_content.unwrap()["negotiatedProtocolVersion"],
+            "2026-07-28"
+        );
+        drop(legacy);
+        supervisor.shutdown().await;
+    }
+}

@@ -14,7 +14,9 @@
 //! `MCP_CONFORMANCE_CONTEXT` (JSON). With `--via proxy` or `--via mcp` the program
 //! starts a real `mcpapp-gateway serve` (`--gateway`, else the `mcpapp-gateway` beside this
 //! program) whose only app is an HTTP app `conformance` at `URL` without a tool prefix, waits
-//! for it to settle, and connects an end client, rmcp's, to the gateway's
+//! for it to settle (the app's manifest names the set's revision as its `protocolVersion`,
+//! which is how a user tells the gateway the era to speak), and connects an end client,
+//! rmcp's, to the gateway's
 //! `/apps/mcp/conformance` or `/mcp`; with `--via direct` the same end client talks to `URL`
 //! itself, the baseline the gateway is held to. The end client then does what the scenario
 //! needs a user to do (list, call, read, answer an elicitation form with its defaults): the
@@ -215,7 +217,14 @@ async fn run(options: &Options, family: scenarios::Family, scenario: &str) -> Va
                 Ok(bin) => bin,
                 Err(err) => return failed(outcome, &err),
             };
-            let manifest = family.manifest_extras(scenario, &context);
+            let mut manifest = family.manifest_extras(scenario, &context);
+            // The gateway is the client under test, and the set's revision is what it must
+            // speak: a user says so in the app's manifest.
+            if let (Some(revision), Some(fields)) = (&revision, manifest.as_object_mut()) {
+                fields
+                    .entry("protocolVersion")
+                    .or_insert_with(|| json!(revision));
+            }
             let settings = family.settings_extras(scenario, &context);
             let env = family.gateway_env(&context);
             match Gateway::start(&bin, &options.url, &manifest, &settings, &env).await {
