@@ -681,6 +681,27 @@ pub(crate) fn print_startup(startups: &[Value]) {
         "| gateway: first discovered → last Running (s) | {} |",
         values(&|s| s["gateway"]["supervisorSeconds"].as_f64())
     );
+    if startups
+        .iter()
+        .any(|s| s["gatewayIsolationOff"].is_object())
+    {
+        println!(
+            "| gateway, isolation off: `serve` started → all Running, polled (s) | {} |",
+            values(&|s| s["gatewayIsolationOff"]["polledSeconds"].as_f64())
+        );
+        println!(
+            "| gateway, isolation off: `serve` started → last Running, its own times (s) | {} |",
+            values(&|s| s["gatewayIsolationOff"]["ownSeconds"].as_f64())
+        );
+        println!(
+            "| isolation on / off, polled (ratio) | {} |",
+            values(&|s| s["isolationRatio"]["polled"].as_f64())
+        );
+        println!(
+            "| isolation on / off, its own times (ratio) | {} |",
+            values(&|s| s["isolationRatio"]["own"].as_f64())
+        );
+    }
     println!(
         "| loadgen: spawn + initialize + tools/list of all, concurrently (s) | {} |",
         values(&|s| s["direct"]["allSeconds"].as_f64())
@@ -770,7 +791,15 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         let (rows, rss) = proxy_run(&bin, &out, &logs, &loadgen, &options, everything.as_ref())?;
         runs.push(rows);
         rss_after_load.push(rss);
-        startups.push(startup::measure(&bin, &out, &logs, &loadgen, options.apps)?);
+        startups.push(startup::measure(
+            &bin,
+            &out,
+            &logs,
+            &loadgen,
+            options.apps,
+            startup::Isolation::On,
+            1,
+        )?);
     }
 
     let summary = report::summarize(&runs);

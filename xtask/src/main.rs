@@ -5,7 +5,7 @@
 //! - `codegen [--check]`: regenerates the committed JSON Schemas under `docs/schema/`; with
 //!   `--check`, fails when they are stale instead.
 //! - `ci`: the steps of `.ci/run` (format check, clippy, tests, the demo's smoke run, the
-//!   conformance run with the requirement sets, HAProxy installed when missing and the cluster run, the Kubernetes
+//!   conformance run with the requirement sets, the ecosystem servers under the sandbox, HAProxy installed when missing and the cluster run, the Kubernetes
 //!   manifests validated, Chromium installed when missing and running as root, the browser
 //!   tests), in the same order.
 //! - `demo [--smoke]`: builds and starts the test apps and the gateway and tours it; with
@@ -20,6 +20,9 @@
 //!   `--sets` adds (and `--sets-only` runs alone) the 0.2 suite's requirement sets 2025-11-25
 //!   and 2026-07-28, check by check, on both sides.
 //!   Installs Node and the suite from the npm registry into `target/conformance` (needs npm).
+//! - `ecosystem`: real servers from npm and PyPI (server-everything, an ext-apps example, a
+//!   Python server) under the gateway's app sandbox with no grant: each must reach Running
+//!   sandboxed and answer a call (`ecosystem.rs`; needs npm and the system's python3).
 //! - `cluster`: two `serve` replicas behind Debian's HAProxy with the committed
 //!   `deploy/haproxy/haproxy.cfg`, checking that one chat session's requests stay on one
 //!   replica and that killing it leaves clean errors (`cluster.rs`; `.ci/run` installs
@@ -30,8 +33,9 @@
 //!   [--short] [--release | --debug] [--json FILE]`: the load benchmark of the gateway's call paths beside the
 //!   direct ones, start-up of N stdio apps and the gateway's memory (`bench.rs`); writes
 //!   `target/bench/proxy.json`. `--short` is the CI mode: it shows every path works.
-//! - `bench startup [--apps N] [--repeat R] [--bin DIR]`: only the start-up and memory part
-//!   of `bench proxy`, R times (`bench/startup.rs`); writes `target/bench/startup.json`.
+//! - `bench startup [--apps N] [--repeat R] [--bin DIR] [--isolation on|off|both]`: only the
+//!   start-up and memory part of `bench proxy`, R times (`bench/startup.rs`), with the apps'
+//!   sandbox on (the default), off, or both side by side; writes `target/bench/startup.json`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -44,6 +48,7 @@ mod codegen;
 mod conformance;
 mod demo;
 mod e2e;
+mod ecosystem;
 mod http;
 mod module_graph;
 mod stack;
@@ -56,14 +61,15 @@ usage: cargo xtask <task>
 tasks:
   codegen [--check]   regenerate docs/schema/*.json (or check they are current)
   ci                  run the steps of .ci/run: fmt check, clippy, tests, demo smoke,
-                      conformance, cluster, kubernetes-validate, e2e
+                      conformance, ecosystem, cluster, kubernetes-validate, e2e
   bench [ARGS]        run the criterion benchmarks (ARGS go to the bench binaries)
   bench proxy [--clients N,M,..] [--calls K] [--warmup W] [--apps N] [--repeat R]
               [--short] [--json FILE]
                       load-test the gateway's paths beside the direct ones (release builds)
-  bench startup [--apps N] [--repeat R] [--bin DIR]
+  bench startup [--apps N] [--repeat R] [--bin DIR] [--isolation on|off|both]
                       only N stdio apps to Running against a bare spawn, and the memory;
-                      --bin uses the binaries in DIR instead of building them
+                      --bin uses the binaries in DIR instead of building them; --isolation
+                      both measures the apps with and without their sandbox side by side
   demo [--smoke]      build and start the test apps and the gateway, then tour it
   e2e [--update-docs-screenshot]
                       test the host page in headless Chromium (needs chromium, chromium-driver)
@@ -71,6 +77,7 @@ tasks:
                       the MCP conformance suite directly vs through the gateway (needs npm);
                       --sets adds the 2025-11-25 and 2026-07-28 requirement sets
   cluster             two replicas behind HAProxy: affinity, a replica killed (needs haproxy)
+  ecosystem           npm and PyPI MCP servers under the app sandbox (needs npm, python3)
 ";
 
 fn main() -> ExitCode {
@@ -101,6 +108,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         "e2e" => e2e::run(&root, rest),
         "conformance" => conformance::run(&root, rest),
         "cluster" => cluster::run(&root, rest),
+        "ecosystem" => ecosystem::run(&root, rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())
@@ -153,6 +161,7 @@ fn ci(root: &Path, args: &[String]) -> anyhow::Result<()> {
         // The 0.1.16 suite and the 0.2 suite's requirement sets (2025-11-25, 2026-07-28):
         // the 0.1.16 run's reference server and TypeScript client are in no set.
         &["xtask", "conformance", "--sets"],
+        &["xtask", "ecosystem"],
         &["xtask", "bench", "proxy", "--short"],
     ];
     for step in steps {

@@ -385,6 +385,8 @@ pub(crate) fn lay_out(
         "McpApps": {
             "Enabled": true,
             "DiscoveryPaths": ["./mcpapps"],
+            // The stdio app's HOME and TMPDIR, in its sandbox (docs/security.md).
+            "StateDirectory": "./state",
             "AllowlistSemantics": "legacy",
             "Allow": ["*"],
             "Entries": { "grocery-inventory": { "Enabled": true } }

@@ -15,6 +15,12 @@ mod progress;
 mod remote;
 
 fn main() -> ExitCode {
+    // `serve` starts this executable again, before each stdio app, as the launcher that
+    // confines itself and then becomes the app (and once as the kernel probe); those copies
+    // do nothing else, and must run before any thread starts.
+    if let Some(code) = mcpapp_sandbox::run_launcher_if_requested() {
+        return code;
+    }
     // `serve` starts this executable again as its keeper (the process that kills every app
     // if the gateway is killed); that copy does nothing else.
     if let Some(code) = mcpapp_supervisor::run_keeper_if_requested() {

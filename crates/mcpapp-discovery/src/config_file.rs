@@ -119,6 +119,14 @@ impl ConfigFile {
         Ok(self.loaded(section))
     }
 
+    /// Where the value at `path` inside the `McpApps` section is written (keys compared
+    /// case-insensitively, array elements by index: `["Isolation", "Write", "0"]`).
+    pub fn mcp_apps_position(&self, path: &[&str]) -> Option<mcpapp_manifest::Position> {
+        ConfigDocument::parse(&self.text)
+            .ok()?
+            .value_position(mcpapp_manifest::SECTION_NAME, path)
+    }
+
     fn document(&self) -> Result<ConfigDocument<'_>, ConfigError> {
         ConfigDocument::parse(&self.text).map_err(|source| self.parse_error(source))
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use mcpapp_manifest::{
     AppSpec, Era, InstallState, Lifecycle, McpAppEntryConfig, McpAppsConfig, ParsedManifest,
-    Severity, closest_match, quoted,
+    Severity, Transport, closest_match, quoted,
 };
 use tracing::{debug, info, info_span, warn};
 
@@ -15,6 +15,7 @@ use crate::config_file::ConfigFile;
 use crate::env_policy::{self, ManifestEnvPolicy};
 use crate::error::ConfigError;
 use crate::filter::AppFilter;
+use crate::isolation::{self, IsolationPolicy};
 use crate::paths::{self, Resolved};
 use crate::report::{Diagnostic, DiscoveredApp, DiscoveryReport};
 use crate::scan::{self, Found};
@@ -25,6 +26,7 @@ type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 /// Configures a [`Discovery`]. Create one with [`Discovery::builder`].
 pub struct DiscoveryBuilder {
     config: McpAppsConfig,
+    config_file: Option<ConfigFile>,
     config_path: Option<PathBuf>,
     base_dir: Option<PathBuf>,
     paths: Option<(Vec<String>, PathBuf)>,
@@ -50,6 +52,7 @@ impl DiscoveryBuilder {
     pub fn config_file(mut self, file: &ConfigFile) -> Self {
         self.config_path = Some(file.path().to_path_buf());
         self.base_dir = Some(file.dir().to_path_buf());
+        self.config_file = Some(file.clone());
         self
     }
 
@@ -85,8 +88,10 @@ impl DiscoveryBuilder {
     /// Checks the configuration and builds the discovery.
     ///
     /// # Errors
-    /// [`ConfigError::InvalidPattern`] when an `Allow` or `Deny` pattern is not a valid glob,
-    /// and [`ConfigError::InvalidSetting`] when `MaxManifestBytes` is 0.
+    /// [`ConfigError::InvalidPattern`] when an `Allow`, `Deny` or other pattern is not a valid
+    /// glob, [`ConfigError::InvalidSetting`] when `MaxManifestBytes` is 0, and
+    /// [`ConfigError::Grant`] when a sandbox grant cannot be resolved or would expose what the
+    /// sandbox protects.
     pub fn build(self) -> Result<Discovery, ConfigError> {
         let filter = AppFilter::new(&self.config)?;
         if self.config.max_manifest_bytes == 0 {
@@ -97,6 +102,9 @@ impl DiscoveryBuilder {
         }
         let env_policy = ManifestEnvPolicy::new(&self.config)?;
         let cwd = || paths::absolute(Path::new("."));
+        // Relative sandbox grants resolve against the configuration file's folder, even when
+        // `--path` replaces the discovery paths.
+        let config_base = self.base_dir.as_deref().map_or_else(cwd, paths::absolute);
         let (raw_paths, base) = match self.paths {
             Some((paths, base)) => (paths, paths::absolute(&base)),
             None => (
@@ -104,6 +112,22 @@ impl DiscoveryBuilder {
                 self.base_dir.map_or_else(cwd, |dir| paths::absolute(&dir)),
             ),
         };
+        let roots = raw_paths
+            .iter()
+            .filter_map(|raw| match paths::resolve(raw, &base, &*self.env) {
+                Resolved::Folder(root) => Some(root),
+                Resolved::Unusable(_) => None,
+            })
+            .collect();
+        let isolation = IsolationPolicy::new(
+            &self.config,
+            &isolation::Source {
+                file: self.config_file.as_ref(),
+                base: &config_base,
+                env: &*self.env,
+            },
+            roots,
+        )?;
         let threads = if self.threads == 0 {
             std::thread::available_parallelism().map_or(2, usize::from)
         } else {
@@ -119,6 +143,7 @@ impl DiscoveryBuilder {
                 env: self.env,
                 filter,
                 env_policy,
+                isolation,
                 threads,
             }),
         })
@@ -143,6 +168,7 @@ struct Inner {
     env: EnvLookup,
     filter: AppFilter,
     env_policy: ManifestEnvPolicy,
+    isolation: IsolationPolicy,
     threads: usize,
     /// `McpApps.MaxManifestBytes`.
     max_manifest_bytes: u64,
@@ -162,6 +188,7 @@ impl Discovery {
     pub fn builder(config: McpAppsConfig) -> DiscoveryBuilder {
         DiscoveryBuilder {
             config,
+            config_file: None,
             config_path: None,
             base_dir: None,
             paths: None,
@@ -173,6 +200,13 @@ impl Discovery {
     /// The configuration this discovery applies.
     pub fn config(&self) -> &McpAppsConfig {
         &self.inner.config
+    }
+
+    /// The gateway's state directory (`McpApps.StateDirectory` resolved, else
+    /// `$XDG_STATE_HOME/mcpapp` or `~/.local/state/mcpapp`); `None` without a home folder.
+    /// Every app's [`AppIsolation`](mcpapp_manifest::AppIsolation) carries it.
+    pub fn state_directory(&self) -> Option<&Path> {
+        self.inner.isolation.state_directory()
     }
 
     /// The folders (or manifest files) a scan reads, resolved as [`Discovery::scan`] resolves
@@ -379,49 +413,22 @@ impl Scan<'_> {
             }
         };
 
-        if let (Some(id), Some(_)) = (&id, &spec) {
-            let refused = self.inner.env_policy.refused(id, &parsed.manifest, entry);
-            for reference in &refused {
-                self.report.diagnostics.push(Diagnostic::new(
-                    Some(path),
-                    Some(env_policy::reference_position(parsed, &reference.field)),
-                    Severity::Error,
-                    reference.message.clone(),
-                ));
-                state.invalidate(reference.message.clone());
-            }
-            if !refused.is_empty() {
-                warn!(
-                    path = %path.display(),
-                    "McpApp manifest is invalid: {}",
-                    state.validation_errors.join("; ")
-                );
-                spec = None;
-            }
+        if let (Some(id), Some(_)) = (&id, &spec)
+            && self.refuse_env(path, parsed, id, entry, &mut state)
+        {
+            spec = None;
         }
 
-        if let Some(id) = &id {
-            match self.first_by_id.get(id) {
-                Some(first) => {
-                    let message = format!(
-                        "duplicate app id {}: already defined by {}; this manifest is ignored",
-                        quoted(id, '\''),
-                        first.display()
-                    );
-                    warn!(path = %path.display(), "{message}");
-                    self.report.diagnostics.push(Diagnostic::new(
-                        Some(path),
-                        parsed.field_position("id"),
-                        Severity::Error,
-                        message.clone(),
-                    ));
-                    state.invalidate(message);
-                    spec = None;
-                }
-                None => {
-                    self.first_by_id.insert(id.clone(), path.to_path_buf());
-                }
-            }
+        if let (Some(id), Some(spec_value)) = (&id, spec.as_mut())
+            && self.isolate(path, parsed, id, entry, spec_value, &mut state)
+        {
+            spec = None;
+        }
+
+        if let Some(id) = &id
+            && !self.claim_id(path, parsed, id, &mut state)
+        {
+            spec = None;
         }
 
         if state.is_valid {
@@ -436,26 +443,159 @@ impl Scan<'_> {
             );
         }
 
-        if let Some(id) = &id {
-            let enabled = entry.is_none_or(|e| e.enabled);
-            if let Err(denial) = self.inner.filter.check(id, enabled) {
-                if denial.misconfigured {
-                    warn!("{}", denial.message);
-                } else {
-                    info!("{}", denial.message);
-                }
-                self.report.diagnostics.push(Diagnostic::new(
-                    Some(path),
-                    None,
-                    Severity::Info,
-                    denial.message.clone(),
-                ));
-                state.disable(denial.message);
-                spec = None;
-            }
+        if let Some(id) = &id
+            && !self.admit(path, id, entry, &mut state)
+        {
+            spec = None;
         }
 
         DiscoveredApp { state, spec }
+    }
+
+    /// Checks the manifest's environment references against `AllowManifestEnv`; returns
+    /// whether any was refused (the app is then invalid, with a diagnostic per reference).
+    fn refuse_env(
+        &mut self,
+        path: &Path,
+        parsed: &ParsedManifest,
+        id: &str,
+        entry: Option<&McpAppEntryConfig>,
+        state: &mut InstallState,
+    ) -> bool {
+        let refused = self.inner.env_policy.refused(id, &parsed.manifest, entry);
+        for reference in &refused {
+            self.report.diagnostics.push(Diagnostic::new(
+                Some(path),
+                Some(env_policy::reference_position(parsed, &reference.field)),
+                Severity::Error,
+                reference.message.clone(),
+            ));
+            state.invalidate(reference.message.clone());
+        }
+        if !refused.is_empty() {
+            warn!(
+                path = %path.display(),
+                "McpApp manifest is invalid: {}",
+                state.validation_errors.join("; ")
+            );
+        }
+        !refused.is_empty()
+    }
+
+    /// Claims `id` for this manifest; returns false (the app is then invalid) when an earlier
+    /// manifest of the scan already holds it, since the first one found wins.
+    fn claim_id(
+        &mut self,
+        path: &Path,
+        parsed: &ParsedManifest,
+        id: &str,
+        state: &mut InstallState,
+    ) -> bool {
+        let Some(first) = self.first_by_id.get(id) else {
+            self.first_by_id.insert(id.to_owned(), path.to_path_buf());
+            return true;
+        };
+        let message = format!(
+            "duplicate app id {}: already defined by {}; this manifest is ignored",
+            quoted(id, '\''),
+            first.display()
+        );
+        warn!(path = %path.display(), "{message}");
+        self.report.diagnostics.push(Diagnostic::new(
+            Some(path),
+            parsed.field_position("id"),
+            Severity::Error,
+            message.clone(),
+        ));
+        state.invalidate(message);
+        false
+    }
+
+    /// Applies the entry's `Enabled` and the allow/deny filter; returns false (the app is then
+    /// disabled, with an info diagnostic) when the app must not run.
+    fn admit(
+        &mut self,
+        path: &Path,
+        id: &str,
+        entry: Option<&McpAppEntryConfig>,
+        state: &mut InstallState,
+    ) -> bool {
+        let enabled = entry.is_none_or(|e| e.enabled);
+        let Err(denial) = self.inner.filter.check(id, enabled) else {
+            return true;
+        };
+        if denial.misconfigured {
+            warn!("{}", denial.message);
+        } else {
+            info!("{}", denial.message);
+        }
+        self.report.diagnostics.push(Diagnostic::new(
+            Some(path),
+            None,
+            Severity::Info,
+            denial.message.clone(),
+        ));
+        state.disable(denial.message);
+        false
+    }
+
+    /// Settles the sandbox of a valid app into its spec; returns whether its manifest's
+    /// request was refused (the app is then invalid, with a diagnostic per refusal).
+    fn isolate(
+        &mut self,
+        path: &Path,
+        parsed: &ParsedManifest,
+        id: &str,
+        entry: Option<&McpAppEntryConfig>,
+        spec: &mut AppSpec,
+        state: &mut InstallState,
+    ) -> bool {
+        let request = &parsed.manifest.permissions;
+        if spec.launch.transport() == Transport::Http {
+            if !request.is_empty() {
+                let message = "permissions apply only to stdio apps: an http app runs outside the gateway and is not sandboxed by it";
+                state.warnings.push(message.to_owned());
+                self.report.diagnostics.push(Diagnostic::new(
+                    Some(path),
+                    parsed.field_position("permissions"),
+                    Severity::Warning,
+                    message,
+                ));
+            }
+            return false;
+        }
+        let root = path.parent().unwrap_or(path);
+        let command = match &spec.launch {
+            mcpapp_manifest::Launch::Stdio { command, .. } => Some((command.as_str(), root)),
+            _ => None,
+        };
+        match self
+            .inner
+            .isolation
+            .resolve(id, &parsed.manifest, entry, command)
+        {
+            Ok(isolation) => {
+                spec.isolation = isolation;
+                false
+            }
+            Err(refusals) => {
+                for refusal in &refusals {
+                    self.report.diagnostics.push(Diagnostic::new(
+                        Some(path),
+                        Some(env_policy::reference_position(parsed, &refusal.field)),
+                        Severity::Error,
+                        refusal.message.clone(),
+                    ));
+                    state.invalidate(refusal.message.clone());
+                }
+                warn!(
+                    path = %path.display(),
+                    "McpApp manifest is invalid: {}",
+                    state.validation_errors.join("; ")
+                );
+                true
+            }
+        }
     }
 
     fn unmatched_entries(&mut self) {

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use mcpapp_manifest::{ParseError, quoted};
+use mcpapp_manifest::{ParseError, Position, quoted};
 
 /// Why discovery cannot run with the configuration it was given.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +46,25 @@ pub enum ConfigError {
         /// Why it does not compile.
         reason: String,
     },
+    /// A sandbox grant (`Isolation.Read`, `Write`, `Execute`, or `StateDirectory`) cannot be
+    /// resolved, or would expose what the sandbox protects.
+    #[error(
+        "{}McpApps.{setting} {} {reason}",
+        location(file.as_deref(), *position),
+        quoted(.value, '"')
+    )]
+    Grant {
+        /// The configuration file, when there is one.
+        file: Option<PathBuf>,
+        /// Where the value is written, when known.
+        position: Option<Position>,
+        /// The setting under `McpApps`, such as `Entries.notes.Isolation.Write[0]`.
+        setting: String,
+        /// The value as written.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A setting has a value that cannot be applied.
     #[error("McpApps.{key} {reason}")]
     InvalidSetting {
@@ -54,4 +73,13 @@ pub enum ConfigError {
         /// What is wrong with the value.
         reason: String,
     },
+}
+
+/// `path:line:column: `, or as much of it as is known.
+fn location(file: Option<&std::path::Path>, position: Option<Position>) -> String {
+    match (file, position) {
+        (Some(file), Some(p)) => format!("{}:{}:{}: ", file.display(), p.line, p.column),
+        (Some(file), None) => format!("{}: ", file.display()),
+        (None, _) => String::new(),
+    }
 }

@@ -42,6 +42,8 @@ mod discovery;
 mod env_policy;
 mod error;
 mod filter;
+mod interpreter;
+mod isolation;
 mod paths;
 mod report;
 mod scan;

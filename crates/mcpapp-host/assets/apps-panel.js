@@ -3,8 +3,8 @@
 // like every request, reconnecting with backoff), with each app's lifecycle, counts, errors
 // and start/stop/restart; reload; each app's tools with a "run" action, which calls a tool
 // through the app's session as a view would and shows the result (and the tool's view) in
-// the transcript; an HTTP app behind OAuth gets Connect / Grant more access / Disconnect
-// (connect.js).
+// the transcript; each stdio app's sandbox (what applies, from GET /apps/{id}); an HTTP app
+// behind OAuth gets Connect / Grant more access / Disconnect (connect.js).
 "use strict";
 
 import { ApiError, api, authHeaders, readEvents, reportUnauthorized } from "./api.js";
@@ -132,6 +132,8 @@ function createAppItem(key) {
     tools: el("details", { class: "app-tools" }),
     toolList: el("ul", { class: "tool-list" }),
     summary: el("summary", { text: "Tools" }),
+    sandbox: el("details", { class: "app-tools app-sandbox" }),
+    sandboxBody: el("dl", { class: "sandbox-report" }),
   };
   item.root.append(
     el("div", { class: "app-head" }, [item.name, item.lifecycle]),
@@ -143,8 +145,15 @@ function createAppItem(key) {
     item.auth.root,
     item.actions,
     item.tools,
+    item.sandbox,
   );
   item.tools.append(item.summary, item.toolList);
+  item.sandbox.append(el("summary", { text: "Sandbox" }), item.sandboxBody);
+  item.sandbox.addEventListener("toggle", () => {
+    if (item.sandbox.open) {
+      loadSandbox(key);
+    }
+  });
   for (const action of ["start", "stop", "restart"]) {
     const button = el("button", { type: "button", class: "small", "data-action": action, text: action[0].toUpperCase() + action.slice(1) });
     button.addEventListener("click", () => control(key, action, button));
@@ -167,9 +176,17 @@ function updateAppItem(item, app) {
   item.name.textContent = app.name || app.id;
   item.lifecycle.textContent = lifecycle + (app.crashLoop ? " (crash loop)" : "");
   item.lifecycle.className = "lifecycle " + (LIFECYCLE_CLASS[lifecycle] || "busy");
-  item.meta.textContent = [app.id, app.version ? "v" + app.version : null, app.transport, app.hasUi ? "has UI" : null]
+  item.meta.textContent = [
+    app.id,
+    app.version ? "v" + app.version : null,
+    app.transport,
+    app.hasUi ? "has UI" : null,
+    app.sandbox ? "sandbox " + app.sandbox : null,
+  ]
     .filter(Boolean)
     .join(" · ");
+  item.root.dataset.sandbox = app.sandbox || "";
+  item.sandbox.hidden = !app.sandbox;
   item.description.textContent = app.description || "";
   item.description.hidden = !app.description;
   item.counts.textContent = "";
@@ -290,6 +307,56 @@ async function loadTools(appId) {
         tool.description ? el("p", { class: "tool-description", text: tool.description }) : null,
       ]),
     );
+  }
+}
+
+/** The network of a sandbox report as text: "none", "all", or its ports and hosts. */
+function networkText(network) {
+  if (typeof network === "string") {
+    return network;
+  }
+  const parts = (network.tcpPorts || []).map((p) => "tcp:" + p).concat(network.hosts || []);
+  return parts.join(", ") || "none";
+}
+
+/** Shows what an app's sandbox applies: its status, mode, kernel, network, limits, paths. */
+async function loadSandbox(appId) {
+  const item = appItems.get(appId);
+  if (!item) {
+    return;
+  }
+  const body = item.sandboxBody;
+  body.textContent = "";
+  let report;
+  try {
+    state.details.delete(appId);
+    report = (await appDetail(appId)).sandbox;
+  } catch (err) {
+    body.appendChild(el("dd", { class: "problem-error", text: "Could not load the sandbox: " + err.message }));
+    return;
+  }
+  if (!report) {
+    body.appendChild(el("dd", { class: "muted", text: "Not started yet." }));
+    return;
+  }
+  const limits = report.limits || {};
+  const limit = (v) => (v === null || v === undefined ? "unlimited" : String(v));
+  const rows = [
+    ["Status", report.status + " (mode " + report.mode + ")"],
+    ["Why none", report.note],
+    ["Landlock", report.landlockAbi === null || report.landlockAbi === undefined ? null : "ABI " + report.landlockAbi + ", rules for " + report.rulesAbi],
+    ["Network", networkText(report.network) + " · TCP connect " + report.tcpConnect + " · sockets " + report.inetSockets + (report.unixSockets ? ", unix" : "")],
+    ["Egress proxy", report.proxy],
+    ["Process", report.status === "none" ? null : "capabilities " + report.capabilities + " · no_new_privs · seccomp " + (report.seccomp ? "on" : "off") + " · scopes " + ((report.scopes || []).join(", ") || "none")],
+    ["Home", report.home],
+    ["Limits", report.limits ? "open files " + limit(limits.openFiles) + " · address space " + limit(limits.addressSpaceBytes) + " · processes " + limit(limits.processes) + " · core dumps off" : null],
+    ["Missing", (report.missing || []).join("; ") || null],
+    ["Paths", (report.paths || []).map((p) => p.access + " " + p.path).join("\n") || null],
+  ];
+  for (const [label, value] of rows) {
+    if (value) {
+      body.append(el("dt", { text: label }), el("dd", { class: label === "Paths" ? "sandbox-paths" : "", text: value }));
+    }
   }
 }
 

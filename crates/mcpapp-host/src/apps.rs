@@ -96,6 +96,9 @@ pub(crate) struct AppSummary {
     /// Where an HTTP app behind OAuth stands with its authorization server (its issuer, the
     /// scopes granted or wanted); `null` when the gateway does not authorize to it.
     authorization: Value,
+    /// How much of a stdio app's sandbox applies (`enforced`, `partial`, `none`); the whole
+    /// report is in `/apps/{id}`.
+    sandbox: Option<mcpapp_supervisor::SandboxStatus>,
 }
 
 fn summary_of(
@@ -139,6 +142,7 @@ fn summary_of(
         has_ui: snapshot.is_some_and(|(s, d)| has_ui(s, d)) || manifest.has_ui,
         ui_resource_uri: manifest.ui_resource_uri.clone().or(ui_tool_uri),
         authorization: authorization_json(snapshot.and_then(|(s, _)| s.authorization.as_ref())),
+        sandbox: snapshot.and_then(|(s, _)| s.sandbox.as_ref().map(|r| r.status)),
     }
 }
 
@@ -227,6 +231,8 @@ pub(crate) async fn detail(
             "browserSessions".into(),
             json!(state.browser_sessions.count(handle.id())),
         );
+        // The sandbox of the app's current (or last) start: what actually applies.
+        object.insert("sandbox".into(), json!(handle.snapshot().sandbox));
     }
     Ok(Json(body))
 }

@@ -96,6 +96,7 @@ pub struct GatewayBuilder {
     token: Option<String>,
     model: Option<Arc<dyn ChatModel>>,
     keeper: Option<Keeper>,
+    sandbox: Option<mcpapp_supervisor::Sandbox>,
     policy: Option<SupervisionPolicy>,
     drain: Duration,
     configure: Option<ConfigureHost>,
@@ -150,6 +151,13 @@ impl GatewayBuilder {
     /// `mcpapp_supervisor::Keeper`).
     pub fn keeper(mut self, keeper: Keeper) -> Self {
         self.keeper = Some(keeper);
+        self
+    }
+
+    /// The sandbox stdio apps run in (see `mcpapp_sandbox`); both listeners' ports are kept
+    /// closed to apps whatever their network grant, unless a grant names the port.
+    pub fn sandbox(mut self, sandbox: mcpapp_supervisor::Sandbox) -> Self {
+        self.sandbox = Some(sandbox);
         self
     }
 
@@ -247,6 +255,10 @@ impl GatewayBuilder {
             .elicitor(Arc::new(elicitations.clone()));
         if let Some(keeper) = self.keeper {
             supervisor = supervisor.keeper(keeper);
+        }
+        if let Some(sandbox) = self.sandbox {
+            supervisor =
+                supervisor.sandbox(sandbox.protect_ports([local.port(), sandbox_local.port()]));
         }
         if let Some(policy) = self.policy {
             supervisor = supervisor.policy(policy);
@@ -577,6 +589,7 @@ impl Gateway {
             token: None,
             model: None,
             keeper: None,
+            sandbox: None,
             policy: None,
             drain: DEFAULT_DRAIN,
             configure: None,

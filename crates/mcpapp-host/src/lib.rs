@@ -22,7 +22,7 @@
 //! The sandbox listener (a second port, and so another origin) serves only
 //! `/sandbox.html?view=TOKEN`: the outer frame of an app view, with the view's CSP as a
 //! header. The page (`assets/`, hand-written ES modules embedded in the binary) speaks the
-//! MCP Apps view protocol to views; `docs/architecture.md` describes it.
+//! MCP Apps view protocol to views; `docs/host-page.md` describes it.
 //!
 //! Every response names the replica that gave it (`Mcpapp-Replica`, `Gateway.ReplicaName`);
 //! the chat session id, sent as `Mcpapp-Affinity`, is the key balancers route replicas by

@@ -39,7 +39,7 @@ macro_rules! script {
 
 /// The page's scripts and styles, served under `/assets/`. The scripts are hand-written ES
 /// modules: nothing is built, so the Rust build never needs Node. `host.js` is the entry; the
-/// others are its modules (`docs/architecture.md` says what each holds).
+/// others are its modules (`docs/host-page.md` says what each holds).
 const ASSETS: [(&str, &str, &str); 19] = [
     script!("host.js"),
     script!("state.js"),

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::document::{Document, KeyCase, Position};
 use crate::error::{Finding, ParseError, Severity};
+use crate::isolation::IsolationConfig;
 use crate::quote::quoted;
 
 /// The name of the configuration section for MCP Apps.
@@ -86,6 +87,19 @@ pub struct McpAppsConfig {
     /// gateway's own credentials can never be read from a manifest.
     #[serde(default)]
     pub allow_manifest_env: Vec<String>,
+
+    /// The gateway's state directory: each stdio app gets a folder `apps/{id}` under it as its
+    /// `HOME` and `TMPDIR`, kept across restarts. Written as
+    /// discovery paths are (relative to the configuration file's folder, `env:NAME`, `~/`).
+    /// Default: `$XDG_STATE_HOME/mcpapp`, else `~/.local/state/mcpapp`; without a home folder
+    /// (or one that does not exist), a private temporary folder for the gateway's run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_directory: Option<String>,
+
+    /// The sandbox stdio apps run in: mode, grants, limits, and which manifest requests are
+    /// granted. Entries may add to it (`Entries.{id}.Isolation`).
+    #[serde(default)]
+    pub isolation: IsolationConfig,
 
     /// MCP Registries (the `/v0.1` API) that `mcpapp-gateway install NAME` and the page's
     /// "Add apps" view search, in order.
@@ -193,6 +207,8 @@ impl Default for McpAppsConfig {
             supervision: SupervisionConfig::default(),
             inherit_environment: default_inherit_environment(),
             allow_manifest_env: Vec::new(),
+            state_directory: None,
+            isolation: IsolationConfig::default(),
             registries: Vec::new(),
             secrets_file: None,
         }
@@ -275,6 +291,12 @@ pub struct McpAppEntryConfig {
     /// `McpApps.AllowManifestEnv` (names or globs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_manifest_env: Vec<String>,
+
+    /// This app's sandbox settings, over `McpApps.Isolation`: `Mode`, `Network` and
+    /// `UnixSockets` replace the global ones, the path lists and patterns add to them, and each
+    /// limit set here wins.
+    #[serde(default)]
+    pub isolation: IsolationConfig,
 }
 
 fn default_true() -> bool {
@@ -300,6 +322,7 @@ impl Default for McpAppEntryConfig {
             supervision: SupervisionConfig::default(),
             inherit_environment: Vec::new(),
             allow_manifest_env: Vec::new(),
+            isolation: IsolationConfig::default(),
         }
     }
 }
@@ -552,6 +575,26 @@ impl<'a> ConfigDocument<'a> {
             },
             Some(converted.value),
         ))
+    }
+
+    /// Where the value at `path` inside section `name` is written (keys compared
+    /// case-insensitively, array elements by index, e.g. `["Isolation", "Write", "0"]`), in the
+    /// section under `OpenClaw` when there is one, else at the top level.
+    pub fn value_position(&self, name: &str, path: &[&str]) -> Option<Position> {
+        let under_root: Vec<&str> = [ROOT_SECTION_NAME, name]
+            .into_iter()
+            .chain(path.iter().copied())
+            .collect();
+        let at_top: Vec<&str> = std::iter::once(name).chain(path.iter().copied()).collect();
+        let wrapped = self
+            .document
+            .value_position(&[ROOT_SECTION_NAME, name])
+            .is_some();
+        if wrapped {
+            self.document.value_position(&under_root)
+        } else {
+            self.document.value_position(&at_top)
+        }
     }
 
     /// Reads the `McpApps` section.

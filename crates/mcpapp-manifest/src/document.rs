@@ -204,6 +204,28 @@ impl<'a> Document<'a> {
         Some((position, self.convert_value(node, "", schema, case)))
     }
 
+    /// Where the value at `path` is written: object members by case-insensitive name (the last
+    /// of duplicates, as a reader takes it), array elements by their index written as a
+    /// number.
+    pub(crate) fn value_position(&self, path: &[&str]) -> Option<Position> {
+        let mut node = &self.root;
+        for step in path {
+            node = match node {
+                ast::Value::Object(object) => {
+                    &object
+                        .properties
+                        .iter()
+                        .rev()
+                        .find(|p| p.name.as_str().eq_ignore_ascii_case(step))?
+                        .value
+                }
+                ast::Value::Array(array) => array.elements.get(step.parse::<usize>().ok()?)?,
+                _ => return None,
+            };
+        }
+        Some(self.lines.position(node.range().start))
+    }
+
     /// Whether the top-level value is an object.
     pub(crate) fn root_is_object(&self) -> bool {
         matches!(self.root, ast::Value::Object(_))

@@ -34,6 +34,7 @@
 mod config;
 mod document;
 mod error;
+mod isolation;
 mod manifest;
 mod provenance;
 mod quote;
@@ -48,6 +49,11 @@ pub use config::{
 };
 pub use document::{Position, closest_match};
 pub use error::{Finding, ParseError, Severity};
+pub use isolation::{
+    AppIsolation, DEFAULT_OPEN_FILES, FilesystemRequest, HostPort, IsolationConfig, IsolationMode,
+    LimitsConfig, ManifestPermissionGrants, NetworkAccess, NetworkGrant, NetworkRequest,
+    PermissionRequest, ResourceLimits,
+};
 pub use manifest::{
     DEFAULT_REQUEST_TIMEOUT_SECONDS, MANIFEST_FILE_NAME, MCP_APP_MIME_TYPE, McpAppManifest,
     ParsedManifest,

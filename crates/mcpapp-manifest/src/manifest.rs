@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use crate::config::McpAppEntryConfig;
 use crate::document::{Document, KeyCase, Position};
 use crate::error::{Finding, ParseError, Severity};
+use crate::isolation::PermissionRequest;
 use crate::provenance::InstallRecord;
 use crate::quote::quoted;
 
@@ -164,6 +165,13 @@ pub struct McpAppManifest {
     #[serde(default)]
     pub metadata: Map<String, Value>,
 
+    /// What the app asks to be allowed beyond the default sandbox of stdio apps (its own
+    /// folder, a state folder as `HOME` and `TMPDIR`, no network): paths to read or write and
+    /// network access. Nothing is granted until the operator allows it
+    /// (`McpApps.Isolation.AllowManifestPermissions`); an app whose request is not granted does
+    /// not run.
+    #[serde(default, skip_serializing_if = "PermissionRequest::is_empty")]
+    pub permissions: PermissionRequest,
     /// Where the app came from, when `mcpapp-gateway install` put it here (source, exact
     /// version, integrity, the inputs it was installed with). Not used to run the app.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -219,6 +227,7 @@ impl Default for McpAppManifest {
             request_timeout_seconds: DEFAULT_REQUEST_TIMEOUT_SECONDS,
             tool_name_prefix: None,
             metadata: Map::new(),
+            permissions: PermissionRequest::default(),
             install: None,
         }
     }

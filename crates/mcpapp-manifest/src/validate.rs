@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::isolation::AppIsolation;
 use crate::manifest::McpAppManifest;
 use crate::quote::quoted;
 
@@ -169,6 +170,19 @@ pub enum ValidationError {
         /// The second name.
         second: String,
     },
+    /// A path in `permissions.filesystem` is not absolute or `~/...`, or climbs with `..`.
+    #[error(
+        "'permissions.filesystem.{list}' entry {} {reason}",
+        quoted(.path, '"')
+    )]
+    InvalidPermissionPath {
+        /// `read` or `write`.
+        list: &'static str,
+        /// The path as written.
+        path: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
 }
 
 impl ValidationError {
@@ -181,6 +195,7 @@ impl ValidationError {
             Self::MissingUrl | Self::InvalidUrl { .. } => "url",
             Self::TimeoutOutOfRange { field, .. } => field,
             Self::DuplicateHeader { .. } => "headers",
+            Self::InvalidPermissionPath { .. } => "permissions",
         }
     }
 }
@@ -273,6 +288,9 @@ pub struct AppSpec {
     pub has_ui: bool,
     /// The manifest's primary UI resource.
     pub ui_resource_uri: Option<String>,
+    /// The sandbox a stdio app runs in. Validation gives the default (enforced, nothing
+    /// granted); discovery fills in the operator's grants and the granted requests.
+    pub isolation: AppIsolation,
 }
 
 impl McpAppManifest {
@@ -340,6 +358,21 @@ impl McpAppManifest {
             .map_err(|e| errors.push(e))
             .ok();
 
+        for (list, paths) in [
+            ("read", &self.permissions.filesystem.read),
+            ("write", &self.permissions.filesystem.write),
+        ] {
+            for path in paths {
+                if let Some(reason) = permission_path_problem(path) {
+                    errors.push(ValidationError::InvalidPermissionPath {
+                        list,
+                        path: path.clone(),
+                        reason,
+                    });
+                }
+            }
+        }
+
         let mut names: Vec<&String> = self.headers.keys().collect();
         names.sort_by_key(|n| n.to_ascii_lowercase());
         for pair in names.windows(2) {
@@ -367,11 +400,28 @@ impl McpAppManifest {
                     request_timeout,
                     has_ui: self.has_ui,
                     ui_resource_uri: self.ui_resource_uri.clone(),
+                    isolation: AppIsolation::default(),
                 })
             }
             _ => Err(errors),
         }
     }
+}
+
+/// Why a requested path cannot be used, if it cannot: it must be absolute or start with `~/`
+/// (or be `~`), and must not climb with `..`.
+fn permission_path_problem(path: &str) -> Option<&'static str> {
+    let rooted = path.starts_with('/') || path == "~" || path.starts_with("~/");
+    if !rooted {
+        return Some("must be an absolute path or start with ~/");
+    }
+    if path.split('/').any(|part| part == "..") {
+        return Some("must not contain '..'");
+    }
+    if path.contains('\0') {
+        return Some("must not contain a NUL character");
+    }
+    None
 }
 
 fn non_blank(value: Option<&str>) -> Option<&str> {

@@ -7,6 +7,11 @@
 //! the entry's list), never the gateway's credentials, then the app's own `environment`.
 //! Which `env:` references a manifest may make was settled by discovery; here they resolve,
 //! and so do `secret:NAME` references, through the gateway's secret store, for this app only.
+//!
+//! A stdio app's command line then goes through the sandbox (`mcpapp-sandbox`): unless its
+//! isolation is off, the gateway's own executable is started in its place as the launcher
+//! that confines itself and executes the app, with the app's `HOME` and `TMPDIR` (and its
+//! egress proxy) set over its environment.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -15,8 +20,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use mcpapp_discovery::{EnvNamePatterns, is_gateway_credential};
 use mcpapp_manifest::{
-    AppSpec, DEFAULT_INHERIT_ENVIRONMENT, Launch, McpAppsConfig, SECRET_PREFIX, SecretResolver,
+    AppSpec, DEFAULT_INHERIT_ENVIRONMENT, IsolationMode, Launch, McpAppsConfig, SECRET_PREFIX,
+    SecretResolver,
 };
+use mcpapp_sandbox::{LaunchRequest, Sandbox, SandboxReport};
 
 use crate::link::http::HttpSpec;
 use crate::link::stdio::{ProcessTable, StderrTail, StdioSpawn};
@@ -36,6 +43,8 @@ pub(crate) struct Environment {
     global_patterns: Mutex<Option<(Vec<String>, Arc<EnvNamePatterns>)>>,
     /// Where `secret:NAME` values come from; without one they cannot start.
     pub(crate) secrets: Option<Arc<dyn SecretResolver>>,
+    /// Confines stdio apps; without it they run unconfined (and say so).
+    pub(crate) sandbox: Option<Arc<Sandbox>>,
 }
 
 impl std::fmt::Debug for Environment {
@@ -55,6 +64,7 @@ impl Default for Environment {
             base: None,
             global_patterns: Mutex::new(None),
             secrets: None,
+            sandbox: None,
         }
     }
 }
@@ -240,13 +250,56 @@ pub(crate) fn plan(
             let mut env_vars = env.inherited(spec.id.as_str(), inheritance)?;
             env_vars.retain(|(k, _)| !own.iter().any(|(o, _)| o == k));
             env_vars.extend(own);
+            let program = command_path(command, root);
+            let prepared = match &env.sandbox {
+                Some(sandbox) => {
+                    let path = env_vars.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v);
+                    sandbox
+                        .prepare(&LaunchRequest {
+                            app_id: spec.id.as_str(),
+                            isolation: &spec.isolation,
+                            app_dir: root,
+                            program: &program,
+                            args: &args,
+                            path: path.map(OsString::as_os_str),
+                        })
+                        .map_err(|e| e.to_string())?
+                }
+                None => {
+                    let report = match spec.isolation.mode {
+                        IsolationMode::Off => SandboxReport::none(
+                            IsolationMode::Off,
+                            "isolation is off for this app (Isolation.Mode)",
+                        ),
+                        mode => SandboxReport::none(
+                            mode,
+                            "this supervisor has no sandbox launcher (SupervisorBuilder::sandbox)",
+                        ),
+                    };
+                    return Ok(LaunchPlan::Stdio(StdioSpawn {
+                        program,
+                        args: args.iter().map(OsString::from).collect(),
+                        cwd,
+                        env: env_vars,
+                        stderr: stderr.clone(),
+                        processes: processes.clone(),
+                        sandbox: Box::new(report),
+                        proxy: None,
+                    }));
+                }
+            };
+            // The sandbox's HOME, TMPDIR and proxy settings win over inherited and own ones.
+            env_vars.retain(|(k, _)| !prepared.env.iter().any(|(s, _)| s == k));
+            env_vars.extend(prepared.env);
             Ok(LaunchPlan::Stdio(StdioSpawn {
-                program: command_path(command, root),
-                args,
+                program: prepared.program,
+                args: prepared.args,
                 cwd,
                 env: env_vars,
                 stderr: stderr.clone(),
                 processes: processes.clone(),
+                sandbox: Box::new(prepared.report),
+                proxy: prepared.proxy,
             }))
         }
         Launch::Http { url, headers } => {

@@ -75,6 +75,7 @@ pub use error::{CallError, ControlError};
 pub use events::SupervisorEvent;
 pub use handle::AppHandle;
 pub use keeper::{Keeper, run_keeper_if_requested};
+pub use mcpapp_sandbox::{Sandbox, SandboxReport, SandboxStatus};
 pub use metrics::SupervisorMetrics;
 pub use policy::SupervisionPolicy;
 pub use shield::shield_process;

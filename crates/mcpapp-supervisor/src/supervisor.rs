@@ -99,6 +99,15 @@ impl SupervisorBuilder {
         self
     }
 
+    /// Confines every stdio app in a sandbox of its own (see `mcpapp_sandbox`): its isolation
+    /// settings (`McpApps.Isolation`, which discovery resolves into each app's spec) are
+    /// applied by the launcher `sandbox` names. Without one, stdio apps run unconfined and
+    /// their snapshot says so.
+    pub fn sandbox(mut self, sandbox: mcpapp_sandbox::Sandbox) -> Self {
+        self.env.sandbox = Some(Arc::new(sandbox));
+        self
+    }
+
     /// Who answers elicitations the gateway's own calls cause (an agent's tool call), for
     /// example by asking the chat session's user; without one they are declined.
     pub fn elicitor(mut self, elicitor: Arc<dyn Elicitor>) -> Self {

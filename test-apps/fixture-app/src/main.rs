@@ -62,6 +62,7 @@
 //!   stderr at start, and one line (`fixture-app noise: tool call K: NAME`) per tool call.
 //! - `--linger` (stdio): stay alive after stdin closes, like a server that ignores the end
 //!   of its input.
+//! - `--probes`: list and serve the `probe_*` tools (see Probes below).
 //! - `--spawn-descendants FILE`: at start, start two copies of itself in `sleep` mode (which
 //!   does nothing until killed), one in this process's group and one in a group of its own
 //!   (as a daemon would), and write this process's pid and theirs to `FILE`, one per line.
@@ -182,6 +183,19 @@
 //!   structuredContent `{"blocks": ["text", "image", "audio"]}`; and result `_meta
 //!   {"fixture/media": {"kind": "demo", "parts": 3}, "fixture/rendered": false}`.
 //!
+//! # Probes
+//!
+//! With `--probes`, for the tests of the gateway's app sandbox, the `probe_*` tools try things
+//! for real and answer `{"ok", "error", "errno", ...}` (a refusal is a normal answer, not a tool error):
+//! `probe_open {path, write?}` (read the first 4 KiB as `text`, or append a line),
+//! `probe_list {path}` (`names`), `probe_exec {program, args?}` (`status`, `stdout`,
+//! `stderr`), `probe_connect {kind: tcp|udp|unix|abstract, address}`, `probe_bind {port}`,
+//! `probe_proxy {host, port}` (a `CONNECT` through the proxy in `HTTPS_PROXY`, then `GET /`:
+//! `proxyStatus`, `body`), `probe_kill {pid}` (signal 0), `probe_proc {pid, file}` (reads
+//! `/proc/PID/FILE`: `bytes`), and `probe_status` (`capEff`, `capPrm`, `capBnd`,
+//! `noNewPrivs`, `seccomp`, `uid` from `/proc/self/status`, and `limits`, the text of
+//! `/proc/self/limits`).
+//!
 //! # Resources and vendor fields
 //!
 //! `ui://fixture/view.html` (mime `text/html;profile=mcp-app`) is listed and readable: a tiny
@@ -202,6 +216,7 @@ mod era;
 mod http;
 mod mrtr;
 mod notify;
+mod probe;
 mod reroute;
 mod resume;
 mod server;
@@ -274,6 +289,9 @@ struct Cli {
     /// Stay alive after stdin closes (stdio), as a server that ignores end of input would.
     #[arg(long)]
     linger: bool,
+    /// List and serve the probe_* tools (for the tests of the gateway's app sandbox).
+    #[arg(long)]
+    probes: bool,
     /// Start two descendants that sleep until killed, one in this process's group and one
     /// in a group of its own, and write this process's pid and theirs to FILE, one per line.
     #[arg(long, value_name = "FILE")]
@@ -440,7 +458,7 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(1);
     }
 
-    let shared = Arc::new(Shared::new(cli.stderr_noise.is_some(), cli.era));
+    let shared = Arc::new(Shared::new(cli.stderr_noise.is_some(), cli.era, cli.probes));
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         if let Some(ms) = cli.exit_after_ms {

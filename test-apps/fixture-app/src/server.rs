@@ -85,6 +85,8 @@ pub(crate) struct Shared {
     pub(crate) era: Era,
     /// Write one stderr line per tool call.
     pub(crate) stderr_noise: bool,
+    /// Serve the `probe_*` tools (`--probes`).
+    probes: bool,
     cancellations: watch::Sender<u64>,
     /// `hang` calls waiting right now, and every one ever started.
     hanging: watch::Sender<u64>,
@@ -134,10 +136,11 @@ impl HttpCounters {
 }
 
 impl Shared {
-    pub(crate) fn new(stderr_noise: bool, era: Era) -> Self {
+    pub(crate) fn new(stderr_noise: bool, era: Era, probes: bool) -> Self {
         Self {
             era,
             stderr_noise,
+            probes,
             cancellations: watch::Sender::new(0),
             hanging: watch::Sender::new(0),
             hangs_started: AtomicU64::new(0),
@@ -860,11 +863,16 @@ impl FixtureServer {
 
 impl FixtureServer {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        let tool_router = if shared.probes {
+            Self::tool_router() + Self::probe_router()
+        } else {
+            Self::tool_router()
+        };
         Self {
             connection: shared.notifier.new_connection(),
             shared,
             initialize: Arc::new(Mutex::new(None)),
-            tool_router: Self::tool_router(),
+            tool_router,
         }
     }
 

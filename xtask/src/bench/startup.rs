@@ -4,10 +4,13 @@
 //! bare concurrent spawn, `initialize` and `tools/list` of the same N. The gateway's resident
 //! memory (`VmRSS` in `/proc/PID/status`) is read with the N apps Running and with one.
 //!
-//! Part of `bench proxy`; `cargo xtask bench startup [--apps N] [--repeat R] [--bin DIR]`
-//! runs only this, R times (start-up is a wall-clock figure on a noisy machine: it needs many
-//! runs, and the call paths take minutes). `--bin` takes the gateway, fixture-app and loadgen
-//! from DIR instead of building them, so two builds can be compared side by side.
+//! Part of `bench proxy`; `cargo xtask bench startup [--apps N] [--repeat R] [--bin DIR]
+//! [--isolation on|off|both]` runs only this, R times (start-up is a wall-clock figure on a
+//! noisy machine: it needs many runs, and the call paths take minutes). `--bin` takes the
+//! gateway, fixture-app and loadgen from DIR instead of building them, so two builds can be
+//! compared side by side. `--isolation` picks the apps' sandbox (`McpApps.Isolation.Mode`
+//! `enforce`, the default, or `off`); `both` starts the gateway both ways in every run (in
+//! alternating order) and reports the ratio, the cost of the sandbox.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -19,7 +22,18 @@ use crate::bench::Loadgen;
 use crate::http;
 use crate::stack::{self, Program};
 
-const USAGE: &str = "usage: cargo xtask bench startup [--apps N] [--repeat R] [--bin DIR]";
+const USAGE: &str = "usage: cargo xtask bench startup [--apps N] [--repeat R] [--bin DIR] [--isolation on|off|both]";
+
+/// Which sandbox the measured apps run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Isolation {
+    /// `enforce` (the gateway's default).
+    On,
+    /// `off`.
+    Off,
+    /// Both, side by side in each run.
+    Both,
+}
 
 /// `cargo xtask bench startup` options.
 #[derive(Debug, PartialEq)]
@@ -27,6 +41,7 @@ struct Options {
     apps: usize,
     repeat: usize,
     bin: Option<PathBuf>,
+    isolation: Isolation,
 }
 
 impl Options {
@@ -35,6 +50,7 @@ impl Options {
             apps: 50,
             repeat: 5,
             bin: None,
+            isolation: Isolation::On,
         };
         let mut rest = args.iter();
         while let Some(arg) = rest.next() {
@@ -52,6 +68,14 @@ impl Options {
                 "--apps" => options.apps = number(value?)?,
                 "--repeat" => options.repeat = number(value?)?,
                 "--bin" => options.bin = Some(PathBuf::from(value?)),
+                "--isolation" => {
+                    options.isolation = match value?.as_str() {
+                        "on" => Isolation::On,
+                        "off" => Isolation::Off,
+                        "both" => Isolation::Both,
+                        other => bail!("--isolation takes on, off or both, not `{other}`"),
+                    }
+                }
                 other => bail!("unknown option `{other}`\n{USAGE}"),
             }
         }
@@ -68,7 +92,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     let logs = out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
     let bin = match &options.bin {
-        Some(bin) => bin.clone(),
+        // Absolute: the apps' manifests name the fixture by this path.
+        Some(bin) => {
+            std::path::absolute(bin).with_context(|| format!("resolving {}", bin.display()))?
+        }
         None => {
             crate::util::cargo(
                 root,
@@ -90,7 +117,15 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     let mut startups = Vec::new();
     for run in 1..=options.repeat {
         println!("\n==> run {run} of {}", options.repeat);
-        startups.push(measure(&bin, &out, &logs, &loadgen, options.apps)?);
+        startups.push(measure(
+            &bin,
+            &out,
+            &logs,
+            &loadgen,
+            options.apps,
+            options.isolation,
+            run,
+        )?);
     }
     crate::bench::print_startup(&startups);
     let json_path = out.join("startup.json");
@@ -171,8 +206,14 @@ struct GatewayStart {
     anon_kib: u64,
 }
 
-/// Lays out `count` fixture-app stdio apps and a configuration in `folder`.
-fn lay_out(folder: &Path, fixture: &Path, count: usize) -> anyhow::Result<std::path::PathBuf> {
+/// Lays out `count` fixture-app stdio apps and a configuration in `folder`, the apps
+/// sandboxed (`enforce`) or not (`off`).
+fn lay_out(
+    folder: &Path,
+    fixture: &Path,
+    count: usize,
+    sandboxed: bool,
+) -> anyhow::Result<std::path::PathBuf> {
     if folder.exists() {
         std::fs::remove_dir_all(folder)
             .with_context(|| format!("clearing {}", folder.display()))?;
@@ -194,9 +235,15 @@ fn lay_out(folder: &Path, fixture: &Path, count: usize) -> anyhow::Result<std::p
         )?;
     }
     let config = folder.join("appsettings.json");
+    let mode = if sandboxed { "enforce" } else { "off" };
     stack::write_json(
         &config,
-        &json!({ "McpApps": { "Enabled": true, "DiscoveryPaths": ["./apps"] } }),
+        &json!({ "McpApps": {
+            "Enabled": true,
+            "DiscoveryPaths": ["./apps"],
+            "StateDirectory": "./state",
+            "Isolation": {"Mode": mode},
+        } }),
     )?;
     Ok(config)
 }
@@ -206,8 +253,9 @@ fn start_gateway(
     folder: &Path,
     logs: &Path,
     count: usize,
+    sandboxed: bool,
 ) -> anyhow::Result<GatewayStart> {
-    let config = lay_out(folder, &bin.join("fixture-app"), count)?;
+    let config = lay_out(folder, &bin.join("fixture-app"), count, sandboxed)?;
     let config_arg = config.display().to_string();
     let log = logs.join(format!("gateway-startup-{count}.log"));
     let before = SystemTime::now();
@@ -275,16 +323,31 @@ fn seconds(d: Option<Duration>) -> Value {
     })
 }
 
-/// One run of the start-up and memory measurements.
-pub(crate) fn measure(
+fn gateway_json(start: &GatewayStart) -> Value {
+    json!({
+        "polledSeconds": seconds(Some(start.polled)),
+        "ownSeconds": seconds(start.own),
+        "supervisorSeconds": seconds(start.supervisor),
+        "rssKiB": start.rss_kib,
+        "anonKiB": start.anon_kib,
+    })
+}
+
+/// `count` apps through the gateway, sandboxed or not, with what it measured printed.
+fn start_many(
     bin: &Path,
     out: &Path,
     logs: &Path,
-    loadgen: &Loadgen<'_>,
     count: usize,
-) -> anyhow::Result<Value> {
-    println!("\n==> start-up: {count} stdio apps through the gateway");
-    let many = start_gateway(bin, &out.join("startup"), logs, count)?;
+    sandboxed: bool,
+) -> anyhow::Result<GatewayStart> {
+    let how = if sandboxed {
+        "isolation on"
+    } else {
+        "isolation off"
+    };
+    println!("\n==> start-up: {count} stdio apps through the gateway, {how}");
+    let many = start_gateway(bin, &out.join("startup"), logs, count, sandboxed)?;
     println!(
         "  Running after {:.3} s (polled), {} s (the gateway's own times); RSS {} KiB ({} KiB anonymous)",
         many.polled.as_secs_f64(),
@@ -292,7 +355,34 @@ pub(crate) fn measure(
         many.rss_kib,
         many.anon_kib
     );
-    let one = start_gateway(bin, &out.join("startup-one"), logs, 1)?;
+    Ok(many)
+}
+
+/// One run of the start-up and memory measurements; `run` (1-based) alternates the order of
+/// the two gateways with `Isolation::Both`, so neither always goes first.
+pub(crate) fn measure(
+    bin: &Path,
+    out: &Path,
+    logs: &Path,
+    loadgen: &Loadgen<'_>,
+    count: usize,
+    isolation: Isolation,
+    run: usize,
+) -> anyhow::Result<Value> {
+    let (many, off) = match isolation {
+        Isolation::On => (start_many(bin, out, logs, count, true)?, None),
+        Isolation::Off => (start_many(bin, out, logs, count, false)?, None),
+        Isolation::Both if run % 2 == 1 => {
+            let off = start_many(bin, out, logs, count, false)?;
+            (start_many(bin, out, logs, count, true)?, Some(off))
+        }
+        Isolation::Both => {
+            let on = start_many(bin, out, logs, count, true)?;
+            (on, Some(start_many(bin, out, logs, count, false)?))
+        }
+    };
+    let sandboxed = isolation != Isolation::Off;
+    let one = start_gateway(bin, &out.join("startup-one"), logs, 1, sandboxed)?;
     println!(
         "  with one app: RSS {} KiB ({} KiB anonymous)",
         one.rss_kib, one.anon_kib
@@ -312,15 +402,10 @@ pub(crate) fn measure(
     )?;
     let direct = direct.into_iter().next().unwrap_or(Value::Null);
     println!("  all done after {} s", direct["allSeconds"]);
-    Ok(json!({
+    let mut result = json!({
         "apps": count,
-        "gateway": {
-            "polledSeconds": seconds(Some(many.polled)),
-            "ownSeconds": seconds(many.own),
-            "supervisorSeconds": seconds(many.supervisor),
-            "rssKiB": many.rss_kib,
-            "anonKiB": many.anon_kib,
-        },
+        "isolation": sandboxed,
+        "gateway": gateway_json(&many),
         "gatewayOneApp": {
             "polledSeconds": seconds(Some(one.polled)),
             "ownSeconds": seconds(one.own),
@@ -328,7 +413,18 @@ pub(crate) fn measure(
             "anonKiB": one.anon_kib,
         },
         "direct": direct,
-    }))
+    });
+    if let Some(off) = off {
+        let ratio = |on: Duration, off: Duration| {
+            json!((on.as_secs_f64() / off.as_secs_f64() * 1000.0).round() / 1000.0)
+        };
+        result["gatewayIsolationOff"] = gateway_json(&off);
+        result["isolationRatio"] = json!({
+            "polled": ratio(many.polled, off.polled),
+            "own": many.own.zip(off.own).map_or(Value::Null, |(a, b)| ratio(a, b)),
+        });
+    }
+    Ok(result)
 }
 
 #[cfg(test)]
@@ -343,13 +439,26 @@ mod tests {
             (defaults.apps, defaults.repeat, defaults.bin),
             (50, 5, None)
         );
-        let set = Options::parse(&args(&["--repeat", "2", "--bin", "b", "--apps", "7"])).unwrap();
+        assert_eq!(defaults.isolation, Isolation::On);
+        let set = Options::parse(&args(&[
+            "--repeat",
+            "2",
+            "--bin",
+            "b",
+            "--apps",
+            "7",
+            "--isolation",
+            "both",
+        ]))
+        .unwrap();
         assert_eq!((set.apps, set.repeat), (7, 2));
+        assert_eq!(set.isolation, Isolation::Both);
         assert_eq!(set.bin, Some(PathBuf::from("b")));
         for (bad, named) in [
             (&["--apps", "0"][..], "--apps"),
             (&["--repeat"][..], "--repeat needs a value"),
             (&["--fast"][..], "unknown option `--fast`"),
+            (&["--isolation", "maybe"][..], "on, off or both"),
         ] {
             let err = Options::parse(&args(bad)).unwrap_err().to_string();
             assert!(err.contains(named), "{bad:?}: {err}");

@@ -190,6 +190,7 @@ fn describe(app: &Value) -> String {
     fields.push(("manifest", str_of(&app["manifestPath"])));
     fields.push(("mcp", str_of(&app["mcp"])));
     fields.push(("browser sessions", str_of(&app["browserSessions"])));
+    fields.extend(sandbox_fields(&app["sandbox"]));
     let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
     let mut text = String::new();
     for (key, value) in &fields {
@@ -214,6 +215,20 @@ fn describe(app: &Value) -> String {
         }
     };
     let list = |key: &str| app[key].as_array().cloned().unwrap_or_default();
+    let sandbox_paths = app["sandbox"]["paths"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !sandbox_paths.is_empty() {
+        section(
+            &mut text,
+            "sandbox paths",
+            sandbox_paths
+                .iter()
+                .map(|p| vec![str_of(&p["access"]), str_of(&p["path"])])
+                .collect(),
+        );
+    }
     section(
         &mut text,
         "tools",
@@ -260,6 +275,86 @@ fn describe(app: &Value) -> String {
             .collect(),
     );
     text
+}
+
+/// The `sandbox` of `GET /apps/{id}` as lines for people: what applies, the network, the
+/// limits, what is missing.
+fn sandbox_fields(sandbox: &Value) -> Vec<(&'static str, String)> {
+    if sandbox.is_null() {
+        return Vec::new();
+    }
+    let status = str_of(&sandbox["status"]);
+    if status == "none" {
+        return vec![("sandbox", format!("none: {}", str_of(&sandbox["note"])))];
+    }
+    let network = match &sandbox["network"] {
+        Value::String(word) => word.clone(),
+        other => {
+            let ports = other["tcpPorts"].as_array().cloned().unwrap_or_default();
+            let hosts = other["hosts"].as_array().cloned().unwrap_or_default();
+            ports
+                .iter()
+                .map(|p| format!("tcp:{p}"))
+                .chain(hosts.iter().map(str_of))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    let mut fields = vec![
+        (
+            "sandbox",
+            format!(
+                "{status} (mode {}, Landlock ABI {} with rules for {}, seccomp {}, capabilities {}, no_new_privs)",
+                str_of(&sandbox["mode"]),
+                str_of(&sandbox["landlockAbi"]),
+                str_of(&sandbox["rulesAbi"]),
+                if sandbox["seccomp"] == true {
+                    "on"
+                } else {
+                    "off"
+                },
+                str_of(&sandbox["capabilities"]),
+            ),
+        ),
+        (
+            "network",
+            format!(
+                "{network} (TCP connect: {}; sockets: {}{})",
+                str_of(&sandbox["tcpConnect"]),
+                str_of(&sandbox["inetSockets"]),
+                if sandbox["unixSockets"] == true {
+                    ", unix"
+                } else {
+                    ""
+                },
+            ),
+        ),
+    ];
+    if let Some(proxy) = sandbox["proxy"].as_str() {
+        fields.push(("egress proxy", proxy.to_owned()));
+    }
+    fields.push(("home", str_of(&sandbox["home"])));
+    let limits = &sandbox["limits"];
+    let limit = |key: &str| {
+        limits[key]
+            .as_u64()
+            .map_or_else(|| "unlimited".to_owned(), |v| v.to_string())
+    };
+    fields.push((
+        "limits",
+        format!(
+            "open files {}, address space {}, processes {}, cpu seconds {}, file size {}, core dumps off",
+            limit("openFiles"),
+            limit("addressSpaceBytes"),
+            limit("processes"),
+            limit("cpuSeconds"),
+            limit("fileSizeBytes"),
+        ),
+    ));
+    for missing in sandbox["missing"].as_array().into_iter().flatten() {
+        fields.push(("missing", str_of(missing)));
+    }
+    fields
 }
 
 /// Rows aligned in columns, without a header.

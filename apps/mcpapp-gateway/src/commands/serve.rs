@@ -62,6 +62,12 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             "cannot hide the gateway's process from its apps ({err}); apps of the same user could read its environment through /proc"
         );
     }
+    // Each stdio app starts through this executable as its launcher, which confines it.
+    let sandbox = mcpapp_sandbox::Sandbox::current_exe().unwrap_or_else(|err| {
+        warn!("cannot find this executable to launch apps in their sandbox ({err}); sandboxed apps will fail to start");
+        mcpapp_sandbox::Sandbox::new("/proc/self/exe")
+    });
+    builder = builder.sandbox(sandbox);
     match Keeper::start() {
         Ok(keeper) => builder = builder.keeper(keeper),
         Err(err) => warn!(

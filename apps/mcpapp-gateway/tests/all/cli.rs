@@ -246,6 +246,10 @@ fn apps_lists_shows_and_reloads_for_people_and_for_scripts() {
         "  echo  ",
         "as alpha.echo",
         "  ui://fixture/view.html  text/html;profile=mcp-app",
+        "sandbox:          enforced (mode enforce, Landlock ABI ",
+        "network:          none (TCP connect: none; sockets: none)",
+        "limits:           open files ",
+        "  write    ",
     ] {
         assert!(text.contains(line), "{line:?} in\n{text}");
     }

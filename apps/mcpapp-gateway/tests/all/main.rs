@@ -9,6 +9,7 @@ mod discover;
 mod install;
 mod oauth;
 mod reload;
+mod sandbox;
 mod serve;
 mod validate;
 

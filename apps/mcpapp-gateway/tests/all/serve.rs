@@ -88,7 +88,7 @@ fn serve_runs_apps_and_stops_them_all_on_sigterm() {
 const KEEPER_ARG: &str = "--mcpapp-keeper";
 
 /// Whether `pid` is a gateway's keeper process (its first argument says so).
-fn is_keeper(pid: u32) -> bool {
+pub(crate) fn is_keeper(pid: u32) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
         cmdline
             .split(|b| *b == 0)
@@ -122,14 +122,25 @@ fn serve(tree: &Tree, env: &[(&str, &str)]) -> Served {
 }
 
 /// Whether the tests run as root (as CI does).
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
 }
 
 /// Like [`serve`]; with `unprivileged` and when running as root, the gateway (and so its
 /// apps) runs as `nobody`, as a gateway should, so that root's powers do not hide a leak.
-fn serve_as(tree: &Tree, env: &[(&str, &str)], unprivileged: bool) -> Served {
+pub(crate) fn serve_as(tree: &Tree, env: &[(&str, &str)], unprivileged: bool) -> Served {
     let unprivileged = unprivileged && is_root();
+    // A home folder of the gateway's own, where its default state directory (the apps' HOME
+    // and TMPDIR) goes, writable by the user it runs as.
+    let home = tree.path("home");
+    std::fs::create_dir_all(&home).unwrap();
+    if unprivileged {
+        std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
+    }
+    let home = home.display().to_string();
+    let mut env = env.to_vec();
+    env.push(("HOME", &home));
+    let env = env.as_slice();
     if unprivileged {
         // nobody must be able to read the configuration and the apps' folders.
         #[allow(clippy::disallowed_methods)]
@@ -159,7 +170,12 @@ fn serve_as(tree: &Tree, env: &[(&str, &str)], unprivileged: bool) -> Served {
 }
 
 /// One HTTP/1.1 request with a JSON body; returns the response headers and body.
-fn post(url: &str, token: Option<&str>, session: Option<&str>, body: &str) -> (String, String) {
+pub(crate) fn post(
+    url: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: &str,
+) -> (String, String) {
     use std::io::Write;
     let rest = url.strip_prefix("http://").unwrap();
     let (authority, path) = rest.split_once('/').unwrap();
@@ -183,7 +199,7 @@ fn post(url: &str, token: Option<&str>, session: Option<&str>, body: &str) -> (S
 
 /// Calls `tool` of `app` through its proxy session and returns the result's
 /// `structuredContent`.
-fn call_tool(
+pub(crate) fn call_tool(
     served: &Served,
     token: &str,
     app: &str,
@@ -208,7 +224,7 @@ fn call_tool(
     reply["result"]["structuredContent"].clone()
 }
 
-fn wait_running(served: &Served, token: Option<&str>, count: usize) {
+pub(crate) fn wait_running(served: &Served, token: Option<&str>, count: usize) {
     let _ = token;
     let mut apps = serde_json::Value::Null;
     assert!(
@@ -223,7 +239,7 @@ fn wait_running(served: &Served, token: Option<&str>, count: usize) {
     );
 }
 
-fn get_with_token(url: &str, token: Option<&str>) -> (String, String) {
+pub(crate) fn get_with_token(url: &str, token: Option<&str>) -> (String, String) {
     use std::io::Write;
     let rest = url.strip_prefix("http://").unwrap();
     let (authority, path) = rest.split_once('/').unwrap();
@@ -266,7 +282,6 @@ fn apps_never_see_the_gateway_token_the_model_key_or_a_neighbours_secret() {
             ("OPENAI_API_KEY", "model-key-value"),
             ("OTHER_SECRET", "neighbour-secret-value"),
             ("UNLISTED", "x"),
-            ("HOME", "/tmp"),
         ],
     );
     wait_running(&served, Some(token), 2);
@@ -278,8 +293,13 @@ fn apps_never_see_the_gateway_token_the_model_key_or_a_neighbours_secret() {
         .iter()
         .map(|n| n.as_str().unwrap())
         .collect();
-    // PATH and HOME are inherited; the keeper's tag is the gateway's, not a secret.
-    assert_eq!(names, ["HOME", "MCPAPP_KEEPER", "PATH"], "{names:?}");
+    // PATH is inherited; HOME and TMPDIR are the app's own folders in its sandbox; the
+    // keeper's tag is the gateway's, not a secret.
+    assert_eq!(
+        names,
+        ["HOME", "MCPAPP_KEEPER", "PATH", "TMPDIR"],
+        "{names:?}"
+    );
     let secret = call_tool(
         &served,
         token,
@@ -304,7 +324,9 @@ fn apps_never_see_the_gateway_token_the_model_key_or_a_neighbours_secret() {
 fn after_sigkill_of_the_gateway_no_app_process_or_descendant_survives() {
     let tree = Tree::new();
     let fixture = bin("fixture-app");
-    let pid_file = tree.path("descendants.pids");
+    // The app may write only where it is granted: its pid file goes to a granted folder.
+    std::fs::create_dir_all(tree.path("out")).unwrap();
+    let pid_file = tree.path("out/descendants.pids");
     let apps = [
         ("lingerer", json!(["stdio", "--linger"])),
         (
@@ -321,10 +343,17 @@ fn after_sigkill_of_the_gateway_no_app_process_or_descendant_survives() {
     }
     tree.write(
         "appsettings.json",
-        r#"{"McpApps": {"Enabled": true, "DiscoveryPaths": ["apps"], "Supervision": {"HealthCheckIntervalMs": 0}}}"#,
+        r#"{"McpApps": {"Enabled": true, "DiscoveryPaths": ["apps"], "Supervision": {"HealthCheckIntervalMs": 0},
+            "Entries": {"parent": {"Isolation": {"Write": ["out"]}}}}}"#,
     );
     let mut served = serve(&tree, &[]);
     wait_running(&served, None, 3);
+    // Every app runs in its sandbox: the keeper must reach them there.
+    for (id, _) in &apps {
+        let detail: serde_json::Value =
+            serde_json::from_str(&get(&format!("{}/apps/{id}", served.url))).unwrap();
+        assert_eq!(detail["sandbox"]["status"], "enforced", "{detail}");
+    }
     let gateway = served.child.id();
     let children = children_of(gateway);
     // Three apps and the keeper.
@@ -395,7 +424,7 @@ fn an_app_cannot_read_the_gateways_environment_through_proc() {
         r#"{"McpApps": {"Enabled": true, "DiscoveryPaths": ["apps"], "Supervision": {"HealthCheckIntervalMs": 0}}}"#,
     );
     let token = "gateway-token-value";
-    let served = serve_as(&tree, &[("MCPAPP_TOKEN", token), ("HOME", "/tmp")], true);
+    let served = serve_as(&tree, &[("MCPAPP_TOKEN", token)], true);
     wait_running(&served, Some(token), 1);
     let gateway = served.child.id();
     // The app runs as the gateway's user, and its parent is the gateway.

@@ -6,6 +6,7 @@
 mod config_file;
 mod environment;
 mod filtering;
+mod isolation;
 mod long_values;
 mod robustness;
 mod scanning;

@@ -5,6 +5,7 @@
 
 mod config;
 mod fuzz;
+mod isolation;
 mod long_values;
 mod manifest;
 mod schema;

@@ -66,6 +66,8 @@ pub struct AppSnapshot {
     /// server (the issuer, the scopes granted or wanted; never a token); `None` for apps the
     /// gateway does not authorize to.
     pub authorization: Option<AuthState>,
+    /// The sandbox of the current (or last) start of a stdio app.
+    pub sandbox: Option<mcpapp_sandbox::SandboxReport>,
 }
 
 /// A snapshot is an install state plus what supervision adds, so code that reads install
@@ -167,6 +169,7 @@ impl AppShared {
             instructions: None,
             next_restart: None,
             authorization: None,
+            sandbox: None,
         };
         let shared = Arc::new(Self {
             meters: metrics.app(snapshot.state.id()),

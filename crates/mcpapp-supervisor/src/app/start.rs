@@ -90,6 +90,11 @@ async fn connect(
         if let LaunchPlan::Http(http) = &mut plan {
             http.auth = shared.authorizer();
         }
+        // The sandbox this start applies, for `/apps/{id}`.
+        if let LaunchPlan::Stdio(spawn) = &plan {
+            let report = spawn.sandbox.as_ref().clone();
+            shared.update(|s| s.sandbox = Some(report));
+        }
         // An HTTP endpoint can be reached again, for a dual-era app's legacy session; a
         // manifest that names a version asks for that era alone.
         let opener = match &plan {

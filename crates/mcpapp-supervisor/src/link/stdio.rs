@@ -2,8 +2,11 @@
 //! JSON-RPC on stdin and stdout, with stderr kept in a ring buffer.
 //!
 //! One task writes stdin (whole lines only), one reads stdout, one reads stderr, and one owns
-//! the child and reports how it ended. The process group is killed when the link closes, when
-//! the link is dropped, and when the supervisor is dropped, so no child outlives the gateway.
+//! the child and reports how it ended. The stdout reader reports the link closed once the
+//! child is reaped and the stderr reader has reached the end of its pipe (for a second at
+//! most), so a failure's reason quotes the app's last words. The process group is killed when
+//! the link closes, when the link is dropped, and when the supervisor is dropped, so no child
+//! outlives the gateway.
 
 use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
@@ -14,6 +17,7 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{Instrument, debug, warn};
 
@@ -197,13 +201,17 @@ impl Drop for GroupGuard {
 #[derive(Debug, Clone)]
 pub(crate) struct StdioSpawn {
     pub(crate) program: PathBuf,
-    pub(crate) args: Vec<String>,
+    pub(crate) args: Vec<std::ffi::OsString>,
     pub(crate) cwd: PathBuf,
     /// The whole environment of the child, already resolved (no `env:` references left);
     /// nothing else of the gateway's environment reaches it.
     pub(crate) env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
     pub(crate) stderr: StderrTail,
     pub(crate) processes: ProcessTable,
+    /// The sandbox this start applies (`program` is its launcher unless isolation is off).
+    pub(crate) sandbox: Box<mcpapp_sandbox::SandboxReport>,
+    /// The app's egress proxy, kept while the child lives.
+    pub(crate) proxy: Option<Arc<mcpapp_sandbox::EgressProxy>>,
 }
 
 /// A running child.
@@ -233,8 +241,71 @@ fn describe_exit(status: &std::io::Result<ExitStatus>) -> String {
     }
 }
 
+/// How long a closed link waits for the stderr reader to reach the end of the pipe, so that
+/// the reason the app ended can quote its last words. A descendant that escaped the group and
+/// holds the pipe open must not hold the report back for long.
+const STDERR_DRAIN: Duration = Duration::from_secs(1);
+
 /// Starts the child and the tasks that serve it.
 pub(crate) fn spawn(spec: &StdioSpawn, events: LinkEvents) -> std::io::Result<StdioLink> {
+    let mut child = start_child(spec)?;
+    let pid = child.id().unwrap_or_default();
+    let pgid = i32::try_from(pid).unwrap_or_default();
+    spec.processes.add(pgid);
+    let guard = Arc::new(GroupGuard {
+        pgid,
+        table: spec.processes.clone(),
+        reaped: std::sync::atomic::AtomicBool::new(false),
+    });
+
+    let (stdin_tx, stdin_rx) = mpsc::unbounded_channel::<String>();
+    let (terminate_tx, terminate_rx) = oneshot::channel::<Duration>();
+    let (exited_tx, exited_rx) = watch::channel::<Option<String>>(None);
+    let span = tracing::Span::current();
+
+    if let Some(stdin) = child.stdin.take() {
+        tokio::spawn(write_stdin(stdin, stdin_rx).instrument(span.clone()));
+    }
+    // Dropped unsent when the stderr reader ends: the sign that the tail is complete.
+    let (stderr_done_tx, stderr_done_rx) = oneshot::channel::<()>();
+    if let Some(stderr) = child.stderr.take() {
+        tokio::spawn(
+            read_stderr(stderr, spec.stderr.clone(), stderr_done_tx).instrument(span.clone()),
+        );
+    }
+    let stdout = child.stdout.take();
+    let waiter = Waiter {
+        child,
+        pid,
+        pgid,
+        guard: guard.clone(),
+        _proxy: spec.proxy.clone(),
+    };
+    tokio::spawn(
+        waiter
+            .wait(terminate_rx, exited_tx)
+            .instrument(span.clone()),
+    );
+    if let Some(stdout) = stdout {
+        let ending = Ending {
+            exited: exited_rx.clone(),
+            stderr_done: stderr_done_rx,
+            pgid,
+        };
+        tokio::spawn(read_stdout(stdout, events, ending).instrument(span));
+    }
+
+    Ok(StdioLink {
+        stdin: Mutex::new(Some(stdin_tx)),
+        terminate: Mutex::new(Some(terminate_tx)),
+        exited: exited_rx,
+        pid,
+        _guard: guard,
+    })
+}
+
+/// Starts the process: its own environment only, piped standard streams, its own group.
+fn start_child(spec: &StdioSpawn) -> std::io::Result<tokio::process::Child> {
     // The supervisor is the one crate allowed to start processes (see docs/architecture.md).
     #[allow(clippy::disallowed_methods)]
     let mut command = tokio::process::Command::new(&spec.program);
@@ -251,157 +322,160 @@ pub(crate) fn spawn(spec: &StdioSpawn, events: LinkEvents) -> std::io::Result<St
         // Ctrl-C at the gateway's terminal does not reach it directly.
         .process_group(0)
         .kill_on_drop(true);
-    let mut child = command.spawn()?;
-    let pid = child.id().unwrap_or_default();
-    let pgid = i32::try_from(pid).unwrap_or_default();
-    spec.processes.add(pgid);
-    let guard = Arc::new(GroupGuard {
-        pgid,
-        table: spec.processes.clone(),
-        reaped: std::sync::atomic::AtomicBool::new(false),
-    });
+    command.spawn()
+}
 
-    let (stdin_tx, mut stdin_rx) = mpsc::unbounded_channel::<String>();
-    let (terminate_tx, terminate_rx) = oneshot::channel::<Duration>();
-    let (exited_tx, exited_rx) = watch::channel::<Option<String>>(None);
-    let span = tracing::Span::current();
-
-    if let Some(mut stdin) = child.stdin.take() {
-        tokio::spawn(
-            async move {
-                while let Some(line) = stdin_rx.recv().await {
-                    let mut batch = line;
-                    batch.push('\n');
-                    // Drain what is queued so one flush carries it all.
-                    while let Ok(more) = stdin_rx.try_recv() {
-                        batch.push_str(&more);
-                        batch.push('\n');
-                    }
-                    if stdin.write_all(batch.as_bytes()).await.is_err()
-                        || stdin.flush().await.is_err()
-                    {
-                        break;
-                    }
-                }
-                // Dropping stdin closes it: the child sees end of input.
-            }
-            .instrument(span.clone()),
-        );
-    }
-
-    if let Some(stderr) = child.stderr.take() {
-        let tail = spec.stderr.clone();
-        tokio::spawn(
-            async move {
-                let mut lines = BufReader::with_capacity(STDERR_BUFFER, stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    debug!(target: "mcpapp_supervisor::stderr", "{line}");
-                    tail.push(line);
-                }
-            }
-            .instrument(span.clone()),
-        );
-    }
-
-    let stdout = child.stdout.take();
-    let child_guard = guard.clone();
-    tokio::spawn(
-        async move {
-            let status = tokio::select! {
-                status = child.wait() => status,
-                grace = terminate_rx => {
-                    let grace = grace.unwrap_or(Duration::ZERO);
-                    kill_group(pgid, Signal::SIGTERM);
-                    match tokio::time::timeout(grace, child.wait()).await {
-                        Ok(status) => status,
-                        Err(_) => {
-                            warn!(pid, "the app did not stop within {grace:?}; killing it");
-                            kill_group(pgid, Signal::SIGKILL);
-                            child.wait().await
-                        }
-                    }
-                }
-            };
-            // Anything the app left running in its group goes with it.
-            kill_group(pgid, Signal::SIGKILL);
-            child_guard.mark_reaped();
-            let _ = exited_tx.send(Some(describe_exit(&status)));
+/// Writes queued lines to the child's stdin until the link lets go of the sender or the pipe
+/// breaks.
+async fn write_stdin(mut stdin: ChildStdin, mut lines: mpsc::UnboundedReceiver<String>) {
+    while let Some(line) = lines.recv().await {
+        let mut batch = line;
+        batch.push('\n');
+        // Drain what is queued so one flush carries it all.
+        while let Ok(more) = lines.try_recv() {
+            batch.push_str(&more);
+            batch.push('\n');
         }
-        .instrument(span.clone()),
-    );
-
-    if let Some(stdout) = stdout {
-        let mut exited = exited_rx.clone();
-        tokio::spawn(
-            async move {
-                let mut reader = BufReader::new(stdout);
-                let mut buf = Vec::new();
-                let end = loop {
-                    buf.clear();
-                    match (&mut reader)
-                        .take(MAX_LINE_BYTES + 1)
-                        .read_until(b'\n', &mut buf)
-                        .await
-                    {
-                        Ok(0) => break None,
-                        Ok(_) if buf.len() as u64 > MAX_LINE_BYTES => {
-                            break Some(format!(
-                                "the app wrote a line of more than {MAX_LINE_BYTES} bytes to stdout"
-                            ));
-                        }
-                        Ok(_) => {
-                            let text = String::from_utf8_lossy(&buf);
-                            let line = text.trim();
-                            if line.is_empty() {
-                                continue;
-                            }
-                            let event = match RawMessage::parse(line) {
-                                Ok(message) => LinkEvent::Message {
-                                    message,
-                                    origin: Origin::Stdio,
-                                },
-                                Err(_) => LinkEvent::Garbage(line.chars().take(200).collect()),
-                            };
-                            if events.send(event).is_err() {
-                                break None;
-                            }
-                            if buf.capacity() > KEPT_LINE_BUFFER {
-                                buf = Vec::new();
-                            }
-                        }
-                        Err(err) => break Some(format!("reading the app's stdout failed: {err}")),
-                    }
-                };
-                // Wait for the exit status so the reason says how the process ended; a child
-                // that closed stdout but lives on is stopped.
-                let status = match tokio::time::timeout(
-                    Duration::from_secs(2),
-                    exited.wait_for(Option::is_some),
-                )
-                .await
-                {
-                    Ok(Ok(status)) => status.clone().unwrap_or_default(),
-                    _ => {
-                        kill_group(pgid, Signal::SIGKILL);
-                        "closed its stdout and was stopped".to_owned()
-                    }
-                };
-                let reason = match end {
-                    Some(problem) => format!("{problem}; the process {status}"),
-                    None => format!("the process {status}"),
-                };
-                let _ = events.send(LinkEvent::Closed(reason));
-            }
-            .instrument(span),
-        );
+        if stdin.write_all(batch.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
+            break;
+        }
     }
+    // Dropping stdin closes it: the child sees end of input.
+}
 
-    Ok(StdioLink {
-        stdin: Mutex::new(Some(stdin_tx)),
-        terminate: Mutex::new(Some(terminate_tx)),
-        exited: exited_rx,
-        pid,
-        _guard: guard,
+/// Keeps the child's stderr lines in its run's tail until the end of the pipe; `done` is
+/// dropped then, so the link can wait for the tail to be complete.
+async fn read_stderr(stderr: ChildStderr, tail: StderrTail, done: oneshot::Sender<()>) {
+    let mut lines = BufReader::with_capacity(STDERR_BUFFER, stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        debug!(target: "mcpapp_supervisor::stderr", "{line}");
+        tail.push(line);
+    }
+    drop(done);
+}
+
+/// The task that owns the child: it reaps it, stops it on request, and says how it ended.
+struct Waiter {
+    child: tokio::process::Child,
+    pid: u32,
+    pgid: i32,
+    guard: Arc<GroupGuard>,
+    /// The app's egress proxy, which lives as long as the app does.
+    _proxy: Option<Arc<mcpapp_sandbox::EgressProxy>>,
+}
+
+impl Waiter {
+    async fn wait(
+        mut self,
+        terminate: oneshot::Receiver<Duration>,
+        exited: watch::Sender<Option<String>>,
+    ) {
+        let (pid, pgid) = (self.pid, self.pgid);
+        let child = &mut self.child;
+        let status = tokio::select! {
+            status = child.wait() => status,
+            grace = terminate => {
+                let grace = grace.unwrap_or(Duration::ZERO);
+                kill_group(pgid, Signal::SIGTERM);
+                match tokio::time::timeout(grace, child.wait()).await {
+                    Ok(status) => status,
+                    Err(_) => {
+                        warn!(pid, "the app did not stop within {grace:?}; killing it");
+                        kill_group(pgid, Signal::SIGKILL);
+                        child.wait().await
+                    }
+                }
+            }
+        };
+        // Anything the app left running in its group goes with it.
+        kill_group(pgid, Signal::SIGKILL);
+        self.guard.mark_reaped();
+        let _ = exited.send(Some(describe_exit(&status)));
+    }
+}
+
+/// What the stdout reader waits for before it reports the link closed.
+struct Ending {
+    /// How the process ended, once the waiter knows.
+    exited: watch::Receiver<Option<String>>,
+    /// Closed when the stderr reader has read everything.
+    stderr_done: oneshot::Receiver<()>,
+    pgid: i32,
+}
+
+impl Ending {
+    /// The reason the link closed: `problem` (what ended the reading, if not the end of
+    /// stdout) and how the process ended. It waits for the exit status so the reason says how
+    /// the process ended (a child that closed stdout but lives on is stopped), then, briefly,
+    /// for the stderr reader, so the app's last words are in its tail when the reason is read.
+    async fn reason(mut self, problem: Option<String>) -> String {
+        let status = match tokio::time::timeout(
+            Duration::from_secs(2),
+            self.exited.wait_for(Option::is_some),
+        )
+        .await
+        {
+            Ok(Ok(status)) => status.clone().unwrap_or_default(),
+            _ => {
+                kill_group(self.pgid, Signal::SIGKILL);
+                "closed its stdout and was stopped".to_owned()
+            }
+        };
+        // Ok or Err alike: the sender is only ever dropped, when the reader has finished.
+        let _ = tokio::time::timeout(STDERR_DRAIN, self.stderr_done).await;
+        match problem {
+            Some(problem) => format!("{problem}; the process {status}"),
+            None => format!("the process {status}"),
+        }
+    }
+}
+
+/// Reads the child's stdout line by line into link events, then reports the link closed.
+async fn read_stdout(stdout: ChildStdout, events: LinkEvents, ending: Ending) {
+    let mut reader = BufReader::new(stdout);
+    let mut buf = Vec::new();
+    let problem = loop {
+        buf.clear();
+        match (&mut reader)
+            .take(MAX_LINE_BYTES + 1)
+            .read_until(b'\n', &mut buf)
+            .await
+        {
+            Ok(0) => break None,
+            Ok(_) if buf.len() as u64 > MAX_LINE_BYTES => {
+                break Some(format!(
+                    "the app wrote a line of more than {MAX_LINE_BYTES} bytes to stdout"
+                ));
+            }
+            Ok(_) => {
+                if let Some(event) = line_event(&buf)
+                    && events.send(event).is_err()
+                {
+                    break None;
+                }
+                if buf.capacity() > KEPT_LINE_BUFFER {
+                    buf = Vec::new();
+                }
+            }
+            Err(err) => break Some(format!("reading the app's stdout failed: {err}")),
+        }
+    };
+    let _ = events.send(LinkEvent::Closed(ending.reason(problem).await));
+}
+
+/// The event for one stdout line: a message, garbage (its start), or nothing for a blank line.
+fn line_event(buf: &[u8]) -> Option<LinkEvent> {
+    let text = String::from_utf8_lossy(buf);
+    let line = text.trim();
+    if line.is_empty() {
+        return None;
+    }
+    Some(match RawMessage::parse(line) {
+        Ok(message) => LinkEvent::Message {
+            message,
+            origin: Origin::Stdio,
+        },
+        Err(_) => LinkEvent::Garbage(line.chars().take(200).collect()),
     })
 }
 
@@ -468,6 +542,53 @@ mod tests {
         third.push("third 1".into());
         assert_eq!(app.lines(), ["third 1"]);
         assert_eq!(app.previous_lines(), ["second 1", "second 2"]);
+    }
+
+    fn ending(status: &str) -> (Ending, oneshot::Sender<()>) {
+        let (_, exited) = watch::channel(Some(status.to_owned()));
+        let (done, stderr_done) = oneshot::channel();
+        let ending = Ending {
+            exited,
+            stderr_done,
+            pgid: 0,
+        };
+        (ending, done)
+    }
+
+    /// The link reports the app closed only when its stderr reader is done, so the failure
+    /// quotes the app's last words. (The test's runtime has one thread: the reader runs only
+    /// once the reason is being awaited.)
+    #[tokio::test]
+    async fn the_reason_waits_for_the_stderr_reader_to_finish() {
+        let app = StderrTail::default();
+        let run = app.begin_run();
+        let (ending, done) = ending("exited with status 3");
+        tokio::spawn(async move {
+            for _ in 0..3 {
+                tokio::task::yield_now().await;
+            }
+            run.push("last words".to_owned());
+            drop(done);
+        });
+        let reason = ending.reason(None).await;
+        assert_eq!(reason, "the process exited with status 3");
+        assert_eq!(app.lines(), ["last words"]);
+    }
+
+    /// A descendant that escaped the group may keep stderr open: the wait is bounded.
+    #[tokio::test]
+    async fn a_stderr_held_open_delays_the_reason_only_briefly() {
+        let (ending, _held) = ending("was killed by signal 9 (SIGKILL)");
+        let reason = tokio::time::timeout(
+            STDERR_DRAIN * 30,
+            ending.reason(Some("reading the app's stdout failed: broken".to_owned())),
+        )
+        .await
+        .expect("the wait for stderr is bounded");
+        assert_eq!(
+            reason,
+            "reading the app's stdout failed: broken; the process was killed by signal 9 (SIGKILL)"
+        );
     }
 
     #[test]

@@ -288,6 +288,36 @@ async fn stderr_is_kept_and_quoted_in_failures() {
     supervisor.shutdown().await;
 }
 
+/// The link reports an app closed only once its stderr is read to the end, so a failure's
+/// reason always quotes the app's last words, even after a burst of stderr that the reader is
+/// still working through when the exit is known.
+#[tokio::test]
+async fn a_failure_quotes_the_last_stderr_line_even_after_a_burst() {
+    let apps = AppsDir::new();
+    let ids: Vec<String> = (1..=8).map(|i| format!("burst{i}")).collect();
+    for id in &ids {
+        apps.stdio_app(
+            id,
+            &bin("fixture-app"),
+            &["stdio", "--stderr-noise", "1000", "--exit-at-start", "4"],
+            r#"{"startupTimeoutSeconds": 5}"#,
+        );
+    }
+    let mut policy = fast_policy();
+    policy.auto_restart = false;
+    let supervisor = supervise(&apps.discover(), policy);
+    for id in &ids {
+        let app = supervisor.get(id).unwrap();
+        wait_state(app.watch(), Lifecycle::Failed).await;
+        let error = app.snapshot().state.last_error.unwrap();
+        assert!(
+            error.contains("status 4") && error.contains("exiting at start with status 4"),
+            "{id}: {error}"
+        );
+    }
+    supervisor.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_failure_quotes_only_its_own_run_and_the_handle_keeps_the_run_before() {
     let apps = AppsDir::new();

@@ -21,6 +21,7 @@ const VIEW: &str = "ui://fixture/view.html";
 
 over_both_transports!(
     lists_tools_with_their_metadata_and_the_view,
+    probes_are_served_only_with_the_flag,
     echo_slow_and_huge_output,
     hang_is_cancelled_and_counted,
     freeze_answers_then_goes_silent,
@@ -454,5 +455,55 @@ async fn protocol_is_capped_at_2025_11_25(kind: Over) {
     assert_eq!(
         older.client.peer_info().unwrap().protocol_version,
         ProtocolVersion::V_2025_06_18
+    );
+}
+
+async fn probes_are_served_only_with_the_flag(kind: Over) {
+    let plain = connect(kind, &[]).await;
+    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .filter(|n| n.starts_with("probe_"))
+            .collect()
+    };
+    let listed = within("tools/list", plain.client.list_all_tools())
+        .await
+        .unwrap();
+    assert!(names(listed).is_empty());
+    let probing = connect(kind, &["--probes"]).await;
+    let listed = within("tools/list", probing.client.list_all_tools())
+        .await
+        .unwrap();
+    assert_eq!(
+        names(listed),
+        [
+            "probe_bind",
+            "probe_connect",
+            "probe_exec",
+            "probe_kill",
+            "probe_list",
+            "probe_open",
+            "probe_proc",
+            "probe_proxy",
+            "probe_status",
+        ]
+    );
+    let result = probing.call("probe_status", json!({})).await;
+    let status = structured(&result);
+    assert_eq!(status["ok"], true, "{status}");
+    assert!(
+        status["limits"]
+            .as_str()
+            .unwrap()
+            .contains("Max open files")
+    );
+    let result = probing
+        .call("probe_open", json!({"path": "/nonexistent/x"}))
+        .await;
+    let refused = structured(&result);
+    assert_eq!(
+        (refused["ok"].clone(), refused["errno"].clone()),
+        (json!(false), json!(2))
     );
 }

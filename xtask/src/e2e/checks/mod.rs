@@ -1,7 +1,8 @@
 //! The checks of `cargo xtask e2e`, in the order they run: the grocery dashboard from the
 //! chat (`dashboard.rs`), the fixture app's whole results, UI events and elicitations
-//! (`fixture.rs`), the "Add apps" view (`install.rs`), Connect for an app behind OAuth
-//! (`connect.rs`), a clean browser console, then the AppBridge test host on `/mcp`
+//! (`fixture.rs`), the apps' sandbox in the apps panel (`sandbox.rs`), the "Add apps" view
+//! (`install.rs`), Connect for an app behind OAuth (`connect.rs`), a clean browser console,
+//! then the AppBridge test host on `/mcp`
 //! (`appbridge.rs`).
 
 mod appbridge;
@@ -9,6 +10,7 @@ mod connect;
 mod dashboard;
 mod fixture;
 mod install;
+mod sandbox;
 
 use anyhow::{Context, ensure};
 use fantoccini::Client;
@@ -49,6 +51,7 @@ pub(super) async fn run_all(client: &Client, ctx: &Ctx, checks: &mut Checks) -> 
     fixture::forms(ctx, client, checks).await?;
     fixture::elicit_from_view(client, &media, checks).await?;
     fixture::elicit_from_agent(client, checks).await?;
+    sandbox::panel(client, checks).await?;
     install::add_apps(client, ctx, checks).await?;
     connect::connect(client, ctx, checks).await?;
     console_is_clean(client, ctx, checks).await?;
