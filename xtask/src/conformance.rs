@@ -28,8 +28,9 @@
 //! `2025-11-25` and `2026-07-28` on both sides, compared check by check (`sets.rs`): the
 //! dual-era reference server directly, through `/apps/mcp/conformance` and through `/mcp`;
 //! and every client scenario a `conformance-driver` family drives, with a real gateway as
-//! the client under test and an end client through it. Their tables are printed and go into
-//! `report.json` under `sets`; their regressions fail the run like the others.
+//! the client under test and an end client through it; and every scored `auth/*` client
+//! scenario once, with a gateway as the OAuth client (`auth.rs`). Their tables are printed
+//! and go into `report.json` under `sets`; their regressions fail the run like the others.
 //!
 //! `--report-only` prints the same and exits 0. Everything it starts is stopped at the end,
 //! on failure and on SIGINT/SIGTERM (see `stack::stop_all_on_signal`). Results and logs are
@@ -43,6 +44,7 @@ use serde_json::{Value, json};
 
 use crate::stack::{self, Group, Program, Running, Stdout, start_listening, target_dir};
 
+mod auth;
 mod checks;
 pub(crate) mod kit;
 mod report;
@@ -54,8 +56,8 @@ use report::{Outcome, Table};
 
 /// The app id the reference server is hosted under.
 pub(crate) const APP_ID: &str = "conformance";
-/// The client scenarios measured, in order (the `auth/*` family needs an OAuth client, which
-/// the gateway does not have).
+/// The client scenarios measured, in order (the `auth/*` ones run with the requirement sets,
+/// `--sets`, through `conformance-driver`'s `auth` family).
 const CLIENT_SCENARIOS: &[&str] = &[
     "initialize",
     "tools_call",

@@ -195,6 +195,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
             token: None,
             allowed_origins: &[],
             registry: None,
+            oauth_app: false,
         },
     )?;
 

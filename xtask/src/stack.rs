@@ -490,6 +490,8 @@ pub(crate) fn build(root: &Path) -> anyhow::Result<()> {
             "fixture-app",
             "-p",
             "mcp-registry",
+            "-p",
+            "oauth-server",
         ],
     )
 }
@@ -509,6 +511,9 @@ pub(crate) struct StackOptions<'a> {
     pub(crate) allowed_origins: &'a [&'a str],
     /// An MCP Registry for the page's "Add apps" view (`McpApps.Registries`), if any.
     pub(crate) registry: Option<&'a str>,
+    /// Also host `test-apps/oauth-server`'s protected app as the HTTP app `crm`, which waits
+    /// for the page's "Connect" (its tokens go to the store beside `McpApps.SecretsFile`).
+    pub(crate) oauth_app: bool,
 }
 
 /// `grocery-inventory` over HTTP and the gateway in front of it, with every app settled.
@@ -518,6 +523,9 @@ pub(crate) struct Stack {
     pub(crate) gateway: Running,
     /// The grocery app.
     pub(crate) grocery: Running,
+    /// The OAuth-protected app and its authorization server, if asked for (held so that it
+    /// stops with the stack).
+    _oauth: Option<Running>,
     /// The grocery app's MCP URL (`http://HOST:PORT/mcp`).
     pub(crate) grocery_url: String,
     /// The gateway's base URL (`http://HOST:PORT`).
@@ -555,6 +563,11 @@ pub(crate) fn start(root: &Path, options: &StackOptions<'_>) -> anyhow::Result<S
         options.registry,
     )?;
     println!("  app folder: {}", options.folder.display());
+    let oauth = if options.oauth_app {
+        Some(start_oauth_app(&bin, options)?)
+    } else {
+        None
+    };
 
     println!("\n==> starting the gateway");
     let gateway_log = options.logs.join("gateway.log");
@@ -584,11 +597,38 @@ pub(crate) fn start(root: &Path, options: &StackOptions<'_>) -> anyhow::Result<S
     Ok(Stack {
         gateway,
         grocery,
+        _oauth: oauth,
         grocery_url,
         base,
         gateway_log,
         apps,
     })
+}
+
+/// Starts `oauth-server` (an authorization server that signs the user in at once, and the MCP
+/// app it protects) and writes the app `crm` into the discovery path.
+fn start_oauth_app(bin: &Path, options: &StackOptions<'_>) -> anyhow::Result<Running> {
+    println!("\n==> starting oauth-server (an app behind OAuth)");
+    let (server, url) = start_listening(&Program {
+        name: "oauth-server",
+        path: &bin.join("oauth-server"),
+        args: &["http", "--bind", "127.0.0.1:0"],
+        envs: &[],
+        log: &options.logs.join("oauth-server.log"),
+    })?;
+    println!("  {url}");
+    write_json(
+        &options.folder.join("mcpapps/crm/openclaw.mcpapp.json"),
+        &json!({
+            "id": "crm",
+            "name": "CRM (behind OAuth)",
+            "version": "1.0.0",
+            "transport": "http",
+            "url": url,
+            "toolNamePrefix": "crm.",
+        }),
+    )?;
+    Ok(server)
 }
 
 /// Polls `url` until the program serving it answers anything at all over HTTP, at most

@@ -214,6 +214,26 @@ pub(crate) enum AppsAction {
     Restart(ControlArgs),
     /// Print what the app wrote to stderr lately (the gateway keeps the last 200 lines).
     Logs(LogsArgs),
+    /// Connect an HTTP app behind OAuth (or grant it the more access it asks for): print the
+    /// authorization URL to open in a browser, then wait until the app runs with its tokens.
+    Authorize(AuthorizeArgs),
+    /// Revoke and delete an app's OAuth tokens (it then asks to be connected again).
+    Disconnect(AppId),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct AuthorizeArgs {
+    /// The app's id (as `apps list` shows it).
+    pub(crate) id: String,
+
+    /// Print the URL and return, without waiting for the app.
+    #[arg(long)]
+    pub(crate) no_wait: bool,
+
+    /// Seconds to wait for the user to sign in and the app to run (the URL expires after
+    /// ten minutes).
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub(crate) wait: u64,
 }
 
 #[derive(Debug, clap::Args)]

@@ -51,6 +51,46 @@ pub(crate) fn secret_store(loaded: &Loaded, args: &ConfigArgs) -> mcpapp_install
     mcpapp_install::SecretStore::for_config(loaded.discovery.config(), &config_dir(args))
 }
 
+/// The folder of the gateway's OAuth token store: `oauth/` beside the secret store
+/// (`McpApps.SecretsFile`, by default in the user's state folder), so the apps' tokens live
+/// with their other secrets, outside every discovery path.
+pub(crate) fn oauth_dir(loaded: &Loaded, args: &ConfigArgs) -> std::path::PathBuf {
+    let secrets = secret_store(loaded, args);
+    secrets.path().parent().map_or_else(
+        || std::path::PathBuf::from("oauth"),
+        |dir| dir.join("oauth"),
+    )
+}
+
+/// Where the token store's key comes from: `MCPAPP_OAUTH_KEY` (32 bytes in base64), else the
+/// key file in the store's folder (created, mode 0600, when absent).
+pub(crate) fn oauth_key(dir: &std::path::Path) -> mcpapp_oauth::KeySource {
+    match std::env::var(mcpapp_oauth::KEY_ENV) {
+        Ok(key) if !key.trim().is_empty() => {
+            mcpapp_oauth::KeySource::Text(mcpapp_oauth::Secret::new(key.trim()))
+        }
+        _ => mcpapp_oauth::KeySource::File(dir.join(mcpapp_oauth::KEY_FILE_NAME)),
+    }
+}
+
+/// Opens the OAuth token store (see [`oauth_dir`] and [`oauth_key`]), warning when it had to
+/// create its key file.
+pub(crate) fn token_store(
+    loaded: &Loaded,
+    args: &ConfigArgs,
+) -> Result<mcpapp_oauth::TokenStore, mcpapp_oauth::StoreError> {
+    let dir = oauth_dir(loaded, args);
+    let store = mcpapp_oauth::TokenStore::open(&dir, &oauth_key(&dir))?;
+    if let Some(created) = store.created_key_file() {
+        tracing::warn!(
+            "created the OAuth token store's key file {} (mode 0600); back it up with the store, or set {} instead: without it the apps' tokens are lost and they ask to be connected again",
+            created.display(),
+            mcpapp_oauth::KEY_ENV
+        );
+    }
+    Ok(store)
+}
+
 /// Where `install` puts apps: the first `--path`, else the first configured discovery path.
 pub(crate) fn apps_dir(
     loaded: &Loaded,

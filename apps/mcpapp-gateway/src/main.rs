@@ -45,8 +45,14 @@ fn install_tracing(cli: &cli::Cli) -> Option<otel::Traces> {
         "warn"
     };
     let default = cli.log_level.as_deref().unwrap_or(quiet);
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // rmcp's OAuth client logs authorization codes (and token responses' extra fields) at
+    // debug: kept at info whatever `RUST_LOG` says, unless it names that module itself.
+    let names_auth = std::env::var("RUST_LOG").is_ok_and(|v| v.contains("rmcp::transport::auth"));
+    if !names_auth && let Ok(directive) = "rmcp::transport::auth=info".parse() {
+        filter = filter.add_directive(directive);
+    }
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(progress::Stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -3,11 +3,13 @@
 // like every request, reconnecting with backoff), with each app's lifecycle, counts, errors
 // and start/stop/restart; reload; each app's tools with a "run" action, which calls a tool
 // through the app's session as a view would and shows the result (and the tool's view) in
-// the transcript; each stdio app's sandbox (what applies, from GET /apps/{id}).
+// the transcript; each stdio app's sandbox (what applies, from GET /apps/{id}); an HTTP app
+// behind OAuth gets Connect / Grant more access / Disconnect (connect.js).
 "use strict";
 
 import { ApiError, api, authHeaders, readEvents, reportUnauthorized } from "./api.js";
 import { appDetail, rebuildToolIndex } from "./catalog.js";
+import { authorizationLine, showAuthorization, wireConnect } from "./connect.js";
 import { $, el, pretty } from "./dom.js";
 import { decorateApp } from "./extensions.js";
 import { showTokenForm, toast } from "./notices.js";
@@ -26,6 +28,7 @@ const LIFECYCLE_CLASS = {
   Validated: "busy",
   Discovered: "busy",
   Failed: "bad",
+  NeedsAuthorization: "busy",
   Stopped: "off",
   Disabled: "off",
 };
@@ -124,6 +127,7 @@ function createAppItem(key) {
     counts: el("dl", { class: "app-counts" }),
     error: el("p", { class: "app-error", role: "alert" }),
     problems: el("ul", { class: "app-problems" }),
+    auth: authorizationLine(),
     actions: el("div", { class: "app-actions" }),
     tools: el("details", { class: "app-tools" }),
     toolList: el("ul", { class: "tool-list" }),
@@ -138,6 +142,7 @@ function createAppItem(key) {
     item.counts,
     item.error,
     item.problems,
+    item.auth.root,
     item.actions,
     item.tools,
     item.sandbox,
@@ -204,6 +209,7 @@ function updateAppItem(item, app) {
     item.problems.appendChild(el("li", { class: "problem-warning", text }));
   }
   item.problems.hidden = item.problems.children.length === 0;
+  showAuthorization(item.auth, app);
   const running = lifecycle === "Running";
   const controllable = Boolean(app.id) && lifecycle !== "Disabled";
   for (const button of item.actions.querySelectorAll("button")) {
@@ -545,4 +551,5 @@ export function wireAppsPanel() {
   $("#reload-apps").addEventListener("click", (e) => reloadApps(e.currentTarget));
   $("#run-form").addEventListener("submit", submitRunDialog);
   $("#run-cancel").addEventListener("click", () => $("#run-dialog").close());
+  wireConnect(refreshSoon);
 }

@@ -283,6 +283,13 @@ pub(crate) fn describe(event: &SupervisorEvent) -> Option<(&'static str, Value)>
         SupervisorEvent::ToolsChanged { app_id } => list_changed(app_id, "tools"),
         SupervisorEvent::ResourcesChanged { app_id } => list_changed(app_id, "resources"),
         SupervisorEvent::PromptsChanged { app_id } => list_changed(app_id, "prompts"),
+        SupervisorEvent::Authorization { app_id, state } => {
+            let authorization = crate::oauth::authorization_json(Some(state));
+            (
+                "authorization",
+                json!({"type": "authorization", "appId": app_id, "authorization": authorization}),
+            )
+        }
         SupervisorEvent::Added { app_id } => {
             ("app_added", json!({"type": "app_added", "appId": app_id}))
         }

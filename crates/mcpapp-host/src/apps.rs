@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::config::HostConfig;
 use crate::error::ApiError;
+use crate::oauth::authorization_json;
 use crate::proxy::ProxySessions;
 use crate::reload::{Reloader, Trigger};
 
@@ -92,6 +93,9 @@ pub(crate) struct AppSummary {
     has_ui: bool,
     ui_resource_uri: Option<String>,
     mcp: Option<String>,
+    /// Where an HTTP app behind OAuth stands with its authorization server (its issuer, the
+    /// scopes granted or wanted); `null` when the gateway does not authorize to it.
+    authorization: Value,
     /// How much of a stdio app's sandbox applies (`enforced`, `partial`, `none`); the whole
     /// report is in `/apps/{id}`.
     sandbox: Option<mcpapp_supervisor::SandboxStatus>,
@@ -137,6 +141,7 @@ fn summary_of(
         server_version: snapshot.and_then(|(s, _)| s.server_info.as_ref().map(|(_, v)| v.clone())),
         has_ui: snapshot.is_some_and(|(s, d)| has_ui(s, d)) || manifest.has_ui,
         ui_resource_uri: manifest.ui_resource_uri.clone().or(ui_tool_uri),
+        authorization: authorization_json(snapshot.and_then(|(s, _)| s.authorization.as_ref())),
         sandbox: snapshot.and_then(|(s, _)| s.sandbox.as_ref().map(|r| r.status)),
     }
 }

@@ -95,6 +95,17 @@ pub struct GatewaySettings {
     /// `http://` and the sandbox listener's address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_origin: Option<String>,
+    /// The URL of the gateway's OAuth client ID metadata document, the client ID it presents
+    /// to authorization servers that accept them (https, with a path). Default:
+    /// `/oauth/client-metadata.json` on an https `PublicOrigin`, else none (the gateway then
+    /// registers dynamically). Set it to publish the document elsewhere (a static https
+    /// site serving what the gateway serves at `/oauth/client-metadata.json`).
+    #[serde(
+        default,
+        rename = "OAuthClientMetadataUrl",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub oauth_client_metadata_url: Option<String>,
     /// Watch the discovery paths and the configuration file and apply changes as they happen
     /// (hot reload); default true for `mcpapp-gateway serve`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -124,6 +135,7 @@ impl GatewaySettings {
             replica_name,
             public_origin,
             sandbox_origin,
+            oauth_client_metadata_url,
             watch,
         } = self;
         let differs = [
@@ -162,6 +174,10 @@ impl GatewaySettings {
             ("ReplicaName", *replica_name != other.replica_name),
             ("PublicOrigin", *public_origin != other.public_origin),
             ("SandboxOrigin", *sandbox_origin != other.sandbox_origin),
+            (
+                "OAuthClientMetadataUrl",
+                *oauth_client_metadata_url != other.oauth_client_metadata_url,
+            ),
             ("Watch", *watch != other.watch),
         ];
         differs
@@ -394,7 +410,8 @@ mod tests {
                 "HeaderReadTimeoutMs": 1, "BodyReadTimeoutMs": 1, "MaxConnections": 1,
                 "MaxProxySessionsPerApp": 1, "ProxySessionIdleSeconds": 1, "Metrics": false,
                 "ReplicaName": "r", "PublicOrigin": "https://a",
-                "SandboxOrigin": "https://b", "Watch": false}"#,
+                "SandboxOrigin": "https://b", "Watch": false,
+                "OAuthClientMetadataUrl": "https://a/client.json"}"#,
         )
         .unwrap();
         let changed = GatewaySettings::default().changed_keys(&everything);

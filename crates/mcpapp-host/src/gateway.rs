@@ -11,6 +11,7 @@ use std::time::Duration;
 use mcpapp_agent::{Agent, AgentConfig, ChatModel, OfflineModel};
 use mcpapp_bridge::{AppToolSync, ToolRegistry};
 use mcpapp_discovery::{Discovery, DiscoveryReport};
+use mcpapp_oauth::{CLIENT_METADATA_PATH, OAuthClient, TokenStore, callback_url};
 use mcpapp_supervisor::{Keeper, SupervisionPolicy, Supervisor, SupervisorMetrics};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
@@ -79,6 +80,9 @@ pub enum StartError {
         /// Why not.
         reason: &'static str,
     },
+    /// The OAuth client could not be set up (its redirect URI or metadata document URL).
+    #[error(transparent)]
+    OAuth(#[from] mcpapp_oauth::BuildError),
     /// Scanning the discovery paths did not finish (its thread panicked or was cancelled).
     #[error("discovery did not finish: {0}")]
     Discovery(String),
@@ -100,6 +104,8 @@ pub struct GatewayBuilder {
     source: Option<ConfigSource>,
     secrets: Option<Arc<dyn mcpapp_manifest::SecretResolver>>,
     installer: Option<mcpapp_install::Installer>,
+    token_store: Option<TokenStore>,
+    oauth_clock: Option<Arc<dyn mcpapp_oauth::Clock>>,
 }
 
 /// A last change to the host's configuration (see [`GatewayBuilder::configure_host`]).
@@ -195,6 +201,23 @@ impl GatewayBuilder {
         self
     }
 
+    /// Makes the gateway the OAuth client of its HTTP apps, keeping their tokens in `store`:
+    /// an app that answers 401 with a `Bearer` challenge waits in `NeedsAuthorization` until
+    /// the user connects it (`POST /apps/{id}/authorize`, the page's "Connect"), and the
+    /// authorization server redirects to `/oauth/callback` on `Gateway.PublicOrigin`, else
+    /// on the main listener's address. Without a store a 401 is an ordinary error.
+    pub fn token_store(mut self, store: TokenStore) -> Self {
+        self.token_store = Some(store);
+        self
+    }
+
+    /// The clock OAuth tokens' lifetimes and the authorization links' expiry are measured by
+    /// (the system's by default; tests move theirs).
+    pub fn oauth_clock(mut self, clock: Arc<dyn mcpapp_oauth::Clock>) -> Self {
+        self.oauth_clock = Some(clock);
+        self
+    }
+
     /// A last say on the host's configuration, after the settings are applied.
     pub fn configure_host(
         mut self,
@@ -243,6 +266,13 @@ impl GatewayBuilder {
         if let Some(secrets) = self.secrets {
             supervisor = supervisor.secrets(secrets);
         }
+        let oauth = match self.token_store {
+            Some(store) => Some(oauth_client(store, &settings, local, self.oauth_clock)?),
+            None => None,
+        };
+        if let Some(oauth) = &oauth {
+            supervisor = supervisor.oauth(oauth.clone());
+        }
         let supervisor = supervisor.build();
         let registry = ToolRegistry::new();
         let model = self.model.unwrap_or_else(|| Arc::new(OfflineModel::new()));
@@ -263,6 +293,7 @@ impl GatewayBuilder {
             diagnostics: Some(diagnostics_of(&sync)),
             elicitations,
             installer: self.installer,
+            oauth,
         };
         let limits = config.connections;
         let host = Host::new(parts, config, metrics);
@@ -410,6 +441,51 @@ fn host_config(
     config
 }
 
+/// The gateway's OAuth client: authorization servers send the user back to `/oauth/callback`
+/// on `Gateway.PublicOrigin`, else on the main listener's address (loopback for a wildcard
+/// one); on an https public origin (or with `Gateway.OAuthClientMetadataUrl`) the gateway
+/// also offers its client ID metadata document.
+fn oauth_client(
+    store: TokenStore,
+    settings: &GatewaySettings,
+    local: SocketAddr,
+    clock: Option<Arc<dyn mcpapp_oauth::Clock>>,
+) -> Result<OAuthClient, StartError> {
+    let origin = match settings.public_origin.as_deref() {
+        Some(origin) => origin.trim().trim_end_matches('/').to_owned(),
+        None => {
+            let mut addr = local;
+            if addr.ip().is_unspecified() {
+                addr.set_ip(match addr.ip() {
+                    std::net::IpAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                    std::net::IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+                });
+            }
+            format!("http://{addr}")
+        }
+    };
+    let origin = url::Url::parse(&origin).map_err(|_| StartError::BadOrigin {
+        setting: "Gateway.PublicOrigin",
+        value: origin.clone(),
+    })?;
+    let mut builder = OAuthClient::builder(store, callback_url(&origin));
+    if let Some(clock) = clock {
+        builder = builder.clock(clock);
+    }
+    if let Some(url) = settings.oauth_client_metadata_url.as_deref() {
+        let url = url::Url::parse(url.trim())
+            .map_err(|_| mcpapp_oauth::BuildError::ClientMetadataUrl(url.to_owned()))?;
+        builder = builder.client_metadata_url(url);
+    } else if origin.scheme() == "https" {
+        let mut document = origin;
+        document.set_path(CLIENT_METADATA_PATH);
+        builder = builder.client_metadata_url(document);
+    }
+    let client = builder.build()?;
+    info!(redirect_uri = %client.redirect_uri(), "OAuth client of HTTP apps");
+    Ok(client)
+}
+
 /// The bridge's diagnostics (tool-name collisions and the like) for `GET /apps`.
 fn diagnostics_of(sync: &Arc<AppToolSync>) -> DiagnosticsFn {
     let sync = sync.clone();
@@ -521,6 +597,8 @@ impl Gateway {
             source: None,
             secrets: None,
             installer: None,
+            token_store: None,
+            oauth_clock: None,
         }
     }
 

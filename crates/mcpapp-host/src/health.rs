@@ -11,6 +11,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use mcpapp_manifest::Lifecycle;
 use mcpapp_supervisor::Supervisor;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -40,7 +41,8 @@ pub(crate) async fn healthz() -> Response {
     probe_reply(StatusCode::OK, json!({ "status": "ok" }))
 }
 
-/// `GET /readyz`: 200 when every app has settled (running, failed, stopped or disabled);
+/// `GET /readyz`: 200 when every app has settled (running, failed, stopped, disabled or
+/// waiting for authorization, counted as `needsAuthorization`);
 /// 503 while some are still starting, naming them, and once shutdown has begun, so a
 /// balancer stops sending new sessions to a replica that is going away.
 pub(crate) async fn readyz(State(state): State<Probes>) -> Response {
@@ -59,9 +61,15 @@ pub(crate) async fn readyz(State(state): State<Probes>) -> Response {
         })
         .collect();
     if unsettled.is_empty() {
+        // Apps waiting for a user to authorize them have settled (a probe cannot connect
+        // them); they are counted so an operator's dashboard can tell.
+        let waiting = apps
+            .iter()
+            .filter(|app| app.lifecycle() == Lifecycle::NeedsAuthorization)
+            .count();
         return probe_reply(
             StatusCode::OK,
-            json!({ "status": "ready", "apps": apps.len() }),
+            json!({ "status": "ready", "apps": apps.len(), "needsAuthorization": waiting }),
         );
     }
     let named: Vec<Value> = unsettled

@@ -22,6 +22,7 @@ use crate::config::HostConfig;
 use crate::elicitation::{self, ElicitationBroker};
 use crate::health::{self, Probes};
 use crate::metrics::{self, SharedRegistry};
+use crate::oauth::{self, OAuthState};
 use crate::proxy::{self, ProxySessions, ProxyState};
 use crate::reload::{ConfigSource, Reloader};
 use crate::views::{self, ViewStore, ViewsState};
@@ -48,6 +49,8 @@ pub(crate) struct HostParts {
     /// Installs apps for the page's "Add apps" view (`/installer/…`); without it those routes
     /// are absent.
     pub(crate) installer: Option<mcpapp_install::Installer>,
+    /// The gateway as the OAuth client of its HTTP apps (also the supervisor's).
+    pub(crate) oauth: Option<mcpapp_oauth::OAuthClient>,
 }
 
 /// The gateway's HTTP side: the main router and the sandbox router, sharing state.
@@ -61,6 +64,7 @@ pub struct Host {
     events: AppEvents,
     views: ViewsState,
     proxy: ProxyState,
+    oauth: OAuthState,
     aggregate: Arc<Aggregate>,
     /// What `GET /metrics` renders.
     metrics: SharedRegistry,
@@ -131,6 +135,10 @@ impl Host {
                 config: config.clone(),
                 store: ViewStore::default(),
             },
+            oauth: OAuthState {
+                supervisor: parts.supervisor.clone(),
+                client: parts.oauth,
+            },
             proxy: ProxyState {
                 supervisor: parts.supervisor,
                 sessions,
@@ -174,6 +182,9 @@ impl Host {
             .with_state(self.elicitations.clone())
             .route("/apps/{id}/views", post(views::prepare))
             .with_state(self.views.clone())
+            .route("/apps/{id}/authorize", post(oauth::authorize))
+            .route("/apps/{id}/disconnect", post(oauth::disconnect))
+            .with_state(self.oauth.clone())
             .route(
                 "/apps/mcp/{app_id}",
                 post(proxy::post).get(proxy::get).delete(proxy::delete),
@@ -226,7 +237,15 @@ impl Host {
             .with_state(self.views.clone())
             .route("/healthz", get(health::healthz))
             .route("/readyz", get(health::readyz))
-            .with_state(self.probes.clone());
+            .with_state(self.probes.clone())
+            // An authorization server's redirect carries no token; a single-use `state`
+            // guards it (oauth.rs). The metadata document is fetched by servers.
+            .route(mcpapp_oauth::CALLBACK_PATH, get(oauth::callback))
+            .route(
+                mcpapp_oauth::CLIENT_METADATA_PATH,
+                get(oauth::client_metadata),
+            )
+            .with_state(self.oauth.clone());
         let replica = replica::replica_header_value(&config.replica_name);
         let sandbox = security::SandboxByHost::new(&config, self.sandbox_router());
         let access = security::Access::new(config);

@@ -14,6 +14,8 @@
 //! | `POST /apps/chat/elicitation/{id}` | the page's answer to an elicitation of the agent's call |
 //! | `/apps/mcp/{appId}` | Streamable HTTP MCP for app views, sharing the app's upstream session |
 //! | `/mcp` | one MCP server with every app's tools, resources, templates, prompts and completions, for external clients and MCP Apps hosts |
+//! | `POST /apps/{id}/authorize`, `POST /apps/{id}/disconnect` | "Connect" (an authorization URL for an HTTP app behind OAuth) and "Disconnect" (revoke and delete its tokens) |
+//! | `GET /oauth/callback`, `GET /oauth/client-metadata.json` | the authorization server's redirect back (no token: a live, single-use `state` guards it) and the gateway's client ID metadata document |
 //! | `GET /healthz`, `GET /readyz` | probes without the token: the process serves; every app has settled (else 503 naming the unsettled ones) |
 //! | `GET /metrics` | the gateway's series in the Prometheus text format (`Gateway.Metrics`, on by default; see docs/operations.md) |
 //!
@@ -74,6 +76,7 @@ mod health;
 mod host;
 mod intake;
 mod metrics;
+mod oauth;
 mod proxy;
 mod reload;
 mod replica;

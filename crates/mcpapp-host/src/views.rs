@@ -40,7 +40,7 @@ macro_rules! script {
 /// The page's scripts and styles, served under `/assets/`. The scripts are hand-written ES
 /// modules: nothing is built, so the Rust build never needs Node. `host.js` is the entry; the
 /// others are its modules (`docs/host-page.md` says what each holds).
-const ASSETS: [(&str, &str, &str); 18] = [
+const ASSETS: [(&str, &str, &str); 19] = [
     script!("host.js"),
     script!("state.js"),
     script!("dom.js"),
@@ -58,6 +58,7 @@ const ASSETS: [(&str, &str, &str); 18] = [
     script!("mcp-client.js"),
     script!("view-bridge.js"),
     script!("extensions.js"),
+    script!("connect.js"),
     (
         "host.css",
         "text/css; charset=utf-8",

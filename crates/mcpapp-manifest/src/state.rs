@@ -27,11 +27,15 @@ pub enum Lifecycle {
     Failed = 5,
     /// Switched off by configuration (an entry, the deny list or the allow list).
     Disabled = 6,
+    /// An HTTP app protected by OAuth waits for the user to connect it at its authorization
+    /// server ("Connect" in the page, `mcpapp-gateway apps authorize`); it is not restarted
+    /// meanwhile and its tools are absent.
+    NeedsAuthorization = 7,
 }
 
 impl Lifecycle {
     /// All states, in numeric order.
-    pub const ALL: [Lifecycle; 7] = [
+    pub const ALL: [Lifecycle; 8] = [
         Self::Discovered,
         Self::Validated,
         Self::Loaded,
@@ -39,6 +43,7 @@ impl Lifecycle {
         Self::Stopped,
         Self::Failed,
         Self::Disabled,
+        Self::NeedsAuthorization,
     ];
 
     /// The state's name, as shown in JSON and logs.
@@ -51,11 +56,12 @@ impl Lifecycle {
             Self::Stopped => "Stopped",
             Self::Failed => "Failed",
             Self::Disabled => "Disabled",
+            Self::NeedsAuthorization => "NeedsAuthorization",
         }
     }
 
-    /// Whether the app has come to rest: running, failed, stopped, disabled, or invalid
-    /// (still `Discovered` after validation).
+    /// Whether the app has come to rest: running, failed, stopped, disabled, waiting for the
+    /// user to authorize it, or invalid (still `Discovered` after validation).
     pub fn is_settled(self) -> bool {
         !matches!(self, Self::Validated | Self::Loaded)
     }

@@ -546,6 +546,12 @@ impl AppAuthorizer {
         &self.inner.app
     }
 
+    /// Whether the app's entry allows OAuth (`OAuth.Enabled`); a refusing authorizer turns
+    /// every 401 into an error.
+    pub fn is_enabled(&self) -> bool {
+        self.inner.settings.enabled
+    }
+
     /// The app's authorization state now.
     pub fn state(&self) -> AuthState {
         self.inner.state()

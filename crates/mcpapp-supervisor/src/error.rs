@@ -36,6 +36,17 @@ pub enum CallError {
         /// The error message.
         message: String,
     },
+    /// The app is an HTTP app behind OAuth that waits for the user to connect it (the
+    /// request was not sent, or its connection closed because the grant ended).
+    #[error(
+        "app '{app_id}' needs authorization at {issuer}: connect it in the gateway's page or with `mcpapp-gateway apps authorize {app_id}`"
+    )]
+    NeedsAuthorization {
+        /// The app.
+        app_id: String,
+        /// Its authorization server.
+        issuer: String,
+    },
     /// The connection broke or the answer made no sense.
     #[error("calling {method} on app '{app_id}' failed: {message}")]
     Transport {

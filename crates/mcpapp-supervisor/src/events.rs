@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use mcpapp_manifest::{Lifecycle, Timestamp};
+use mcpapp_oauth::AuthState;
 
 /// One event of the supervisor, for every app. Subscribe with
 /// [`Supervisor::subscribe`](crate::Supervisor::subscribe).
@@ -46,6 +47,16 @@ pub enum SupervisorEvent {
         /// The app.
         app_id: String,
     },
+    /// Where an app stands with its OAuth authorization server changed (it needs the user,
+    /// is being authorized, was granted, wants more scope, ...). The lifecycle follows with
+    /// its own events where it changes (`NeedsAuthorization`, `Running`); this one also tells
+    /// what does not change it, such as a request for more scope. Never carries a token.
+    Authorization {
+        /// The app.
+        app_id: String,
+        /// Its authorization state now.
+        state: AuthState,
+    },
     /// A reload added an app.
     Added {
         /// The app.
@@ -67,6 +78,7 @@ impl SupervisorEvent {
             | Self::ToolsChanged { app_id }
             | Self::ResourcesChanged { app_id }
             | Self::PromptsChanged { app_id }
+            | Self::Authorization { app_id, .. }
             | Self::Added { app_id }
             | Self::Removed { app_id } => app_id,
         }

@@ -73,6 +73,13 @@ impl AppHandle {
         self.shared.spec()
     }
 
+    /// The app's OAuth authorizer, when the gateway authorizes to it (an HTTP app without
+    /// credentials of its own, on a gateway with an OAuth client): what "Connect" and
+    /// "Disconnect" act on. Set by the app's first start.
+    pub fn authorizer(&self) -> Option<mcpapp_oauth::AppAuthorizer> {
+        self.shared.authorizer()
+    }
+
     /// Whether the app can run at all (it is valid and allowed).
     pub fn is_runnable(&self) -> bool {
         self.shared.spec().is_some()

@@ -319,6 +319,8 @@ pub(crate) fn plan(
             Ok(LaunchPlan::Http(HttpSpec {
                 url: url.clone(),
                 headers: map,
+                // The app's task adds its authorizer, if any.
+                auth: None,
             }))
         }
         // `Launch` may grow transports; one this crate does not know cannot be started.

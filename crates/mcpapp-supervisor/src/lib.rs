@@ -52,6 +52,7 @@
 #![warn(missing_docs)]
 
 mod app;
+mod authorization;
 mod descriptors;
 mod error;
 mod events;

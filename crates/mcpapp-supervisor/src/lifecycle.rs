@@ -27,6 +27,12 @@
 //!   leave early) and when a running app is restarted by hand.
 //! - Events that no longer apply (a late start result after a stop, a stray timer) are
 //!   ignored.
+//! - An HTTP app protected by OAuth whose authorization server waits for the user
+//!   (`NeedsAuthorization`, during a start or while running, a health ping included) drops
+//!   what it has in flight and *waits*: `NeedsAuthorization`, no failure, no restart, no
+//!   crash-loop count. Being authorized starts it. An authorization that cannot go on without
+//!   the operator (OAuth refused by its entry, no usable metadata) leaves it `Failed` with
+//!   the reason and nothing scheduled: restarting would only meet the same answer.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -75,6 +81,12 @@ pub(crate) enum Event {
     PingFailed(String),
     /// The restart timer went off.
     TimerFired,
+    /// The app's authorization server waits for the user to connect it (the issuer).
+    NeedsAuthorization(String),
+    /// The app was authorized (its tokens are ready).
+    Authorized,
+    /// Authorizing the app cannot go on without the operator; the reason is for people.
+    AuthorizationFailed(String),
 }
 
 /// What the task must do, in order.
@@ -129,6 +141,8 @@ enum Phase {
         failed_pings: u32,
     },
     Backoff,
+    /// Waiting for the user to authorize the app: nothing in flight, nothing scheduled.
+    Waiting,
     Ended,
 }
 
@@ -176,7 +190,15 @@ impl Machine {
         match (self.phase, event) {
             (Phase::Ended, _) => {}
             (_, Event::Shutdown) => self.shut_down(&mut out),
-            (Phase::Idle, Event::Start | Event::Restart) => self.start_idle(&mut out),
+            (
+                _,
+                event @ (Event::NeedsAuthorization(_)
+                | Event::Authorized
+                | Event::AuthorizationFailed(_)),
+            ) => self.authorization(event, &mut out),
+            (Phase::Idle | Phase::Waiting, Event::Start | Event::Restart) => {
+                self.start_idle(&mut out);
+            }
             (Phase::Backoff, Event::Start | Event::Restart) => {
                 self.forget_failures();
                 self.leave_backoff(&mut out);
@@ -259,6 +281,54 @@ impl Machine {
         out
     }
 
+    /// What the app's authorization says: wait for the user, start now that it may, or fail
+    /// for good.
+    fn authorization(&mut self, event: Event, out: &mut Vec<Decision>) {
+        match (self.phase, event) {
+            (
+                Phase::Starting | Phase::Running { .. } | Phase::Backoff,
+                Event::NeedsAuthorization(issuer),
+            ) => {
+                self.drop_failed(out);
+                out.push(Decision::Transition {
+                    to: Lifecycle::NeedsAuthorization,
+                    reason: Some(format!("waiting for the user to authorize it at {issuer}")),
+                });
+                self.phase = Phase::Waiting;
+            }
+            (Phase::Waiting, Event::Authorized) => {
+                self.forget_failures();
+                self.connect(out);
+            }
+            (
+                Phase::Starting | Phase::Running { .. } | Phase::Backoff | Phase::Waiting,
+                Event::AuthorizationFailed(reason),
+            ) => {
+                self.drop_failed(out);
+                out.push(Decision::Transition {
+                    to: Lifecycle::Failed,
+                    reason: Some(reason),
+                });
+                self.phase = Phase::Idle;
+            }
+            // Stopped, failed for good, or already where the event would take it.
+            _ => {}
+        }
+    }
+
+    /// Drops what is in flight when it cannot go on (as a failure does: a connection gets the
+    /// short grace).
+    fn drop_failed(&self, out: &mut Vec<Decision>) {
+        match self.phase {
+            Phase::Starting => out.push(Decision::AbandonStart),
+            Phase::Running { .. } => out.push(Decision::Disconnect {
+                grace: FAILED_GRACE,
+            }),
+            Phase::Backoff => out.push(Decision::CancelTimer),
+            Phase::Idle | Phase::Waiting | Phase::Ended => {}
+        }
+    }
+
     /// Starts an idle app afresh: no failure history, no crash loop.
     fn start_idle(&mut self, out: &mut Vec<Decision>) {
         self.forget_failures();
@@ -332,7 +402,7 @@ impl Machine {
                 grace: self.policy.shutdown_grace,
             }),
             Phase::Backoff => out.push(Decision::CancelTimer),
-            Phase::Idle | Phase::Ended => {}
+            Phase::Idle | Phase::Waiting | Phase::Ended => {}
         }
     }
 
@@ -351,7 +421,7 @@ impl Machine {
         self.policy = policy;
         match phase {
             Phase::Idle | Phase::Ended => {}
-            Phase::Starting | Phase::Running { .. } | Phase::Backoff => {
+            Phase::Starting | Phase::Running { .. } | Phase::Backoff | Phase::Waiting => {
                 self.forget_failures();
                 if phase == Phase::Backoff {
                     out.push(Decision::CountRestart);
@@ -1019,5 +1089,128 @@ mod tests {
             [failed("cannot start")]
         );
         assert_eq!(h.feed(Event::TimerFired), []);
+    }
+
+    fn waiting(issuer: &str) -> Decision {
+        Decision::Transition {
+            to: Lifecycle::NeedsAuthorization,
+            reason: Some(format!("waiting for the user to authorize it at {issuer}")),
+        }
+    }
+
+    #[test]
+    fn an_app_that_needs_authorization_waits_without_failing_or_restarting() {
+        // During a start: the attempt goes, nothing is counted or scheduled.
+        let mut h = Harness::new(policy());
+        h.feed(Event::Start);
+        assert_eq!(
+            h.feed(Event::NeedsAuthorization("https://as".into())),
+            [Decision::AbandonStart, waiting("https://as")]
+        );
+        assert_eq!(h.machine.phase, Phase::Waiting);
+        assert_eq!((h.machine.attempt, h.machine.failures.len()), (0, 0));
+        // Late news of the abandoned start, a timer, pings: nothing.
+        for event in [
+            Event::StartFailed("401".into()),
+            Event::TimerFired,
+            Event::HealthTick,
+            Event::PingFailed("401".into()),
+            Event::NeedsAuthorization("https://as".into()),
+        ] {
+            assert_eq!(h.feed(event.clone()), [], "{event:?}");
+        }
+        // Authorized: it starts at once.
+        assert_eq!(h.feed(Event::Authorized), [loaded(), Decision::Connect]);
+        assert_eq!(
+            h.feed(Event::Started)[..2],
+            [
+                Decision::UseConnection,
+                transition(Lifecycle::Running, None)
+            ]
+        );
+        // Authorized again (a refresh) changes nothing while it runs.
+        assert_eq!(h.feed(Event::Authorized), []);
+
+        // While running (a ping's 401 included): the connection goes, no failure counted.
+        h.advance(Duration::from_secs(1));
+        assert_eq!(
+            h.feed(Event::NeedsAuthorization("https://as2".into())),
+            [
+                Decision::Disconnect {
+                    grace: FAILED_GRACE
+                },
+                waiting("https://as2")
+            ]
+        );
+        assert_eq!(h.machine.failures.len(), 0);
+
+        // During a backoff: the timer goes.
+        let mut backoff = Harness::running(policy());
+        backoff.crash("died");
+        assert_eq!(
+            backoff.feed(Event::NeedsAuthorization("https://as".into())),
+            [Decision::CancelTimer, waiting("https://as")]
+        );
+    }
+
+    #[test]
+    fn commands_reach_a_waiting_app_and_a_stopped_one_ignores_authorization() {
+        let mut h = Harness::new(policy());
+        h.feed(Event::Start);
+        h.feed(Event::NeedsAuthorization("https://as".into()));
+        // Start and restart try again at once (the user may have authorized elsewhere).
+        assert_eq!(h.feed(Event::Restart), [loaded(), Decision::Connect]);
+        h.feed(Event::NeedsAuthorization("https://as".into()));
+        assert_eq!(h.feed(Event::Stop), [stopped(STOPPED_ON_REQUEST)]);
+        // Stopped: authorization news does not start it.
+        assert_eq!(h.feed(Event::Authorized), []);
+        assert_eq!(h.feed(Event::NeedsAuthorization("https://as".into())), []);
+        assert_eq!(h.feed(Event::AuthorizationFailed("no".into())), []);
+
+        // A reconfiguration of a waiting app connects with the new settings.
+        let mut r = Harness::new(policy());
+        r.feed(Event::Start);
+        r.feed(Event::NeedsAuthorization("https://as".into()));
+        assert_eq!(
+            r.feed(Event::Reconfigure(policy())),
+            [Decision::ApplyConfiguration, loaded(), Decision::Connect]
+        );
+        // A shutdown stops it.
+        r.feed(Event::NeedsAuthorization("https://as".into()));
+        assert_eq!(
+            r.feed(Event::Shutdown),
+            [
+                stopped(SHUTTING_DOWN),
+                Decision::AcknowledgeShutdown,
+                Decision::Exit
+            ]
+        );
+    }
+
+    #[test]
+    fn an_authorization_that_cannot_go_on_fails_once_with_nothing_scheduled() {
+        let reason = "app x asks for OAuth authorization, which its entry refuses";
+        let mut h = Harness::new(policy());
+        h.feed(Event::Start);
+        assert_eq!(
+            h.feed(Event::AuthorizationFailed(reason.into())),
+            [Decision::AbandonStart, failed(reason)]
+        );
+        assert_eq!(h.machine.phase, Phase::Idle);
+        assert!(scheduled(&h.feed(Event::TimerFired)).is_none());
+        assert_eq!((h.machine.attempt, h.machine.failures.len()), (0, 0));
+
+        let mut running = Harness::running(policy());
+        assert_eq!(
+            running.feed(Event::AuthorizationFailed(reason.into())),
+            [
+                Decision::Disconnect {
+                    grace: FAILED_GRACE
+                },
+                failed(reason)
+            ]
+        );
+        // A start by hand tries again.
+        assert_eq!(running.feed(Event::Start), [loaded(), Decision::Connect]);
     }
 }

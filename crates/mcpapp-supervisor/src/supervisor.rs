@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use mcpapp_discovery::{DiscoveredApp, DiscoveryReport};
 use mcpapp_manifest::{InstallState, McpAppsConfig};
+use mcpapp_oauth::OAuthClient;
 use mcpapp_session::Elicitor;
 use tokio::sync::{broadcast, mpsc};
 use tracing::info;
@@ -31,6 +32,7 @@ pub struct SupervisorBuilder {
     keeper: Option<Arc<Keeper>>,
     elicitor: Option<Arc<dyn Elicitor>>,
     metrics: SupervisorMetrics,
+    oauth: Option<OAuthClient>,
 }
 
 impl std::fmt::Debug for SupervisorBuilder {
@@ -113,6 +115,16 @@ impl SupervisorBuilder {
         self
     }
 
+    /// Makes the gateway the OAuth client of its HTTP apps (see `mcpapp_oauth`): an HTTP app
+    /// that answers 401 with a `Bearer` challenge waits in `NeedsAuthorization` until the
+    /// user connects it, and its requests carry its tokens from then on. Without one, a 401
+    /// is an ordinary error. Apps that send an `Authorization` header of their own are left
+    /// alone either way.
+    pub fn oauth(mut self, oauth: OAuthClient) -> Self {
+        self.oauth = Some(oauth);
+        self
+    }
+
     /// Counts tool calls, timeouts and cancellations into these series (see
     /// [`SupervisorMetrics::register`]); without it they are counted but never scraped.
     pub fn metrics(mut self, metrics: SupervisorMetrics) -> Self {
@@ -131,6 +143,7 @@ impl SupervisorBuilder {
                     env: Arc::new(self.env),
                     elicitor: self.elicitor,
                     processes: ProcessTable::with_keeper(self.keeper),
+                    oauth: self.oauth,
                 },
                 config: RwLock::new(self.config),
                 policy: self.policy,
@@ -214,6 +227,7 @@ impl Supervisor {
             keeper: None,
             elicitor: None,
             metrics: SupervisorMetrics::default(),
+            oauth: None,
         }
     }
 
@@ -226,6 +240,7 @@ impl Supervisor {
                 SupervisionPolicy::from_config(&config.supervision, entry.map(|e| &e.supervision))
             }),
             inheritance: Inheritance::from_config(&config, id),
+            oauth: entry.map(|e| e.oauth.clone()).unwrap_or_default(),
         }
     }
 
@@ -386,6 +401,13 @@ impl Supervisor {
         futures::future::join_all(retired.iter().map(AppHandle::shut_down)).await;
         self.start_tasks(pending);
         for id in &summary.removed {
+            // A removed app's tokens stay stored (uninstalling forgets them), but its
+            // authorizer and waiting flows go.
+            if let (Some(oauth), Ok(app)) =
+                (&self.inner.context.oauth, mcpapp_manifest::AppId::new(id))
+            {
+                oauth.remove(&app);
+            }
             let _ = self
                 .inner
                 .events

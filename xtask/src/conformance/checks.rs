@@ -44,7 +44,7 @@ impl Status {
         }
     }
 
-    fn failing(self) -> bool {
+    pub(crate) fn failing(self) -> bool {
         matches!(self, Self::Warning | Self::Failure)
     }
 

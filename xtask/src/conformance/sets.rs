@@ -15,6 +15,10 @@
 //!   `proxy·modern` for 2025-11-25). Runs go [`WORKERS`] at a time; `sse-retry`, which
 //!   measures reconnection delays, runs alone afterwards.
 //!
+//! - **`auth/*`** (`auth.rs`): every scored client scenario of the `auth` family, once, with
+//!   a gateway as the OAuth client (`--via mcp`), judged on its own: no baseline exists, as
+//!   the end client does no OAuth.
+//!
 //! Every `checks.json` is compared check by check with the baseline column (`checks.rs`).
 //! The run regresses when, in a scored scenario, a check that passes directly fails (or goes
 //! missing) through a gateway column, or a check fails there that the baseline does not
@@ -71,10 +75,21 @@ pub(crate) fn run(kit: &Kit, bin: &Path, out: &Path, logs: &Path) -> anyhow::Res
     );
     let started = Instant::now();
     let driver = bin.join("conformance-driver");
-    let driven = driven_scenarios(&driver)?;
+    let (driven, auth_driven) = driven_scenarios(&driver)?;
     let client = client_side(kit, &driver, bin, out, &logs, &sets, &driven)?;
     println!(
         "  client side took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let started = Instant::now();
+    let command = format!(
+        "{} --via mcp --gateway {}",
+        no_spaces(&driver)?,
+        no_spaces(&bin.join("mcpapp-gateway"))?
+    );
+    let auth_outcomes = super::auth::run(kit, &command, out, &logs, &sets, &auth_driven);
+    println!(
+        "  auth/* scenarios took {:.1} s",
         started.elapsed().as_secs_f64()
     );
 
@@ -122,13 +137,15 @@ pub(crate) fn run(kit: &Kit, bin: &Path, out: &Path, logs: &Path) -> anyhow::Res
         let missing: Vec<&str> = set
             .client
             .iter()
-            .filter(|e| !driven.contains(&e.scenario))
+            .filter(|e| !driven.contains(&e.scenario) && !auth_driven.contains(&e.scenario))
             .map(|e| e.scenario.as_str())
             .collect();
         not_driven.insert(set.revision.clone(), json!(missing));
     }
 
     print_tables(&sets, &server, &client, &not_driven);
+    let (auth_json, auth_regressions) = super::auth::report(&sets, &auth_outcomes);
+    regressions.extend(auth_regressions);
     let table_json = |tables: &[SetTable]| -> Value {
         sets.iter()
             .zip(tables)
@@ -159,6 +176,7 @@ pub(crate) fn run(kit: &Kit, bin: &Path, out: &Path, logs: &Path) -> anyhow::Res
             "sets": table_json(&client),
             "notDriven": not_driven,
         },
+        "auth": auth_json,
         "regressions": regressions,
         "results": out,
     });
@@ -270,8 +288,9 @@ fn server_side(
     Ok(tables)
 }
 
-/// `conformance-driver --list`: the scenarios its families drive.
-fn driven_scenarios(driver: &Path) -> anyhow::Result<BTreeSet<String>> {
+/// `conformance-driver --list`: the scenarios its families drive, those compared with the
+/// direct baseline apart from the `auth` family's (judged on their own, `auth.rs`).
+fn driven_scenarios(driver: &Path) -> anyhow::Result<(BTreeSet<String>, BTreeSet<String>)> {
     // Running the driver xtask built is xtask's job.
     #[allow(clippy::disallowed_methods)]
     let output = std::process::Command::new(driver)
@@ -285,11 +304,20 @@ fn driven_scenarios(driver: &Path) -> anyhow::Result<BTreeSet<String>> {
         String::from_utf8_lossy(&output.stderr)
     );
     let text = String::from_utf8(output.stdout).context("the driver's list is not UTF-8")?;
-    Ok(text
-        .lines()
-        .filter_map(|line| line.split_whitespace().nth(1))
-        .map(str::to_owned)
-        .collect())
+    let mut compared = BTreeSet::new();
+    let mut auth = BTreeSet::new();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        if let (Some(family), Some(scenario)) = (words.next(), words.next()) {
+            let into = if family == "auth" {
+                &mut auth
+            } else {
+                &mut compared
+            };
+            into.insert(scenario.to_owned());
+        }
+    }
+    Ok((compared, auth))
 }
 
 /// One client scenario run: a scenario of a set with one column's command.

@@ -103,6 +103,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
             // allow an external MCP Apps host page.
             allowed_origins: &[&test_host.page_origin],
             registry: Some(&registry.url),
+            oauth_app: true,
         },
     )?;
     let bearer = format!("Bearer {TOKEN}");

@@ -38,6 +38,12 @@ pub(crate) async fn run(args: &AppsArgs) -> Result<u8, RemoteError> {
             self::control(&remote, Action::Restart, control, json, &mut out).await
         }
         Some(AppsAction::Logs(logs)) => self::logs(&remote, logs, json, &mut out).await,
+        Some(AppsAction::Authorize(authorize)) => {
+            super::authorize::authorize(&remote, authorize, json, &mut out).await
+        }
+        Some(AppsAction::Disconnect(app)) => {
+            super::authorize::disconnect(&remote, &app.id, json, &mut out).await
+        }
     }
 }
 
@@ -76,6 +82,9 @@ pub(crate) fn apps_table(apps: &[Value]) -> String {
             let mut state = str_of(&app["lifecycle"]);
             if app["crashLoop"] == true {
                 state.push_str(" (crash loop)");
+            }
+            if app["authorization"]["moreScope"].is_array() {
+                state.push_str(" (wants more access)");
             }
             vec![
                 app["id"].as_str().unwrap_or("(no id)").to_owned(),
@@ -167,6 +176,9 @@ fn describe(app: &Value) -> String {
         fields.push(("next restart", next.to_owned()));
     }
     fields.push(("last error", str_of(&app["lastError"])));
+    if let Some(authorization) = super::authorize::describe(&app["authorization"]) {
+        fields.push(("authorization", authorization));
+    }
     if let Some(server) = app["serverName"].as_str() {
         let version = app["serverVersion"].as_str().unwrap_or_default();
         fields.push((

@@ -421,6 +421,40 @@ async fn update_one(installer: &Installer, id: &str, args: &UpdateArgs) -> Resul
     Ok(())
 }
 
+/// Revokes and deletes the OAuth tokens and client registrations an uninstalled app had
+/// (best effort: the app is gone either way; a failure is reported).
+async fn forget_tokens(config: &ConfigArgs, id: &str) {
+    let Ok(loaded) = crate::config::load(config) else {
+        return;
+    };
+    let dir = crate::config::oauth_dir(&loaded, config);
+    let Ok(app) = mcpapp_manifest::AppId::new(id) else {
+        return;
+    };
+    // No store, or nothing stored for the app: nothing to forget (and no key file to make).
+    if !dir.join(mcpapp_oauth::KEY_FILE_NAME).exists()
+        && std::env::var_os(mcpapp_oauth::KEY_ENV).is_none()
+    {
+        return;
+    }
+    let forgotten = async {
+        let store = crate::config::token_store(&loaded, config)?;
+        if !store.has(&app)? {
+            return Ok::<bool, anyhow::Error>(false);
+        }
+        // The redirect URI plays no part in revoking.
+        let redirect = mcpapp_oauth::callback_url(&url::Url::parse("http://127.0.0.1")?);
+        let client = mcpapp_oauth::OAuthClient::builder(store, redirect).build()?;
+        client.forget(&app).await?;
+        Ok(true)
+    };
+    match forgotten.await {
+        Ok(true) => println!("revoked and deleted the OAuth tokens of {id}"),
+        Ok(false) => {}
+        Err(err) => eprintln!("warning: forgetting the OAuth tokens of {id} failed: {err:#}"),
+    }
+}
+
 /// `uninstall ID`.
 pub(crate) async fn uninstall(args: &UninstallArgs) -> Result<ExitCode, Failure> {
     let installer = installer(&args.config, None)?;
@@ -436,6 +470,7 @@ pub(crate) async fn uninstall(args: &UninstallArgs) -> Result<ExitCode, Failure>
         args.yes,
     )?;
     let removed = installer.uninstall(&args.id)?;
+    forget_tokens(&args.config, &removed.id).await;
     println!(
         "removed {} ({}; {} secret{} forgotten)",
         removed.id,

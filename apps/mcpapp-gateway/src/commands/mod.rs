@@ -10,6 +10,7 @@ use crate::cli::{Command, RemoteArgs};
 use crate::remote::{EXIT_USAGE, Remote, RemoteError};
 
 mod apps;
+mod authorize;
 mod call;
 mod discover;
 mod install;

@@ -25,6 +25,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     for diagnostic in &loaded.diagnostics {
         warn!("{diagnostic}");
     }
+    let oauth = crate::config::token_store(&loaded, &args.config);
     // Apps' `secret:` references resolve from the store `install` writes.
     let store = crate::config::secret_store(&loaded, &args.config);
     // The page's "Add apps" view installs into the first discovery path, like `install`.
@@ -41,6 +42,12 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     match installer {
         Ok(installer) => builder = builder.installer(installer),
         Err(err) => warn!("the page cannot install apps: {err}"),
+    }
+    // HTTP apps behind OAuth keep their tokens here; without a store they cannot be
+    // connected, but everything else runs.
+    match oauth {
+        Ok(tokens) => builder = builder.token_store(tokens),
+        Err(err) => warn!("apps behind OAuth cannot be connected: {err}"),
     }
     if let Some(bind) = &args.bind {
         let addr: SocketAddr = bind

@@ -51,7 +51,10 @@ fn serve_names_its_replica_and_answers_the_probes_without_the_token() {
         head.starts_with("http/1.1 200")
     });
     assert!(head.starts_with("http/1.1 200"), "never ready: {body}");
-    assert_eq!(body, r#"{"status":"ready","apps":1}"#);
+    assert_eq!(
+        body,
+        r#"{"status":"ready","apps":1,"needsAuthorization":0}"#
+    );
     let _ = child.kill();
     let _ = child.wait();
 }

@@ -7,6 +7,7 @@ mod cli;
 mod deploy;
 mod discover;
 mod install;
+mod oauth;
 mod reload;
 mod sandbox;
 mod serve;

@@ -15,6 +15,7 @@ mod faithful;
 mod installer;
 mod mcp_server;
 mod metrics;
+mod oauth;
 mod proxy;
 mod replicas;
 mod security;

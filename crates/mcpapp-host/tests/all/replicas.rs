@@ -102,7 +102,13 @@ async fn the_probes_need_no_token_and_readyz_waits_for_every_app() {
     gateway.supervisor().get("slow").unwrap().stop().unwrap();
     assert!(gateway.wait_settled(PATIENCE).await);
     let (status, _, body) = get(&format!("{url}/readyz"), &[]).await;
-    assert_eq!((status, body), (200, json!({"status": "ready", "apps": 2})));
+    assert_eq!(
+        (status, body),
+        (
+            200,
+            json!({"status": "ready", "apps": 2, "needsAuthorization": 0})
+        )
+    );
 
     // Once shutdown begins the replica is no longer ready, while it still serves.
     gateway.host().begin_shutdown();
@@ -125,7 +131,13 @@ async fn the_probes_keep_the_host_check() {
         assert_eq!(status, 403, "{path}");
     }
     let (status, _, body) = get(&format!("{}/readyz", gateway.url), &[]).await;
-    assert_eq!((status, body), (200, json!({"status": "ready", "apps": 0})));
+    assert_eq!(
+        (status, body),
+        (
+            200,
+            json!({"status": "ready", "apps": 0, "needsAuthorization": 0})
+        )
+    );
     gateway.shutdown().await;
 }
 

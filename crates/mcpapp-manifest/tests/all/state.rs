@@ -82,6 +82,7 @@ fn lifecycle_names_and_numbers_are_stable() {
             (4, "Stopped"),
             (5, "Failed"),
             (6, "Disabled"),
+            (7, "NeedsAuthorization"),
         ]
     );
     assert_eq!(serde_json::to_value(Lifecycle::Running).unwrap(), "Running");

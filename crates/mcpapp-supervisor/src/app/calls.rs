@@ -71,7 +71,11 @@ impl AppShared {
         };
         let outcome = handle.await_response().await;
         guard.peer = None;
-        outcome.map_err(|e| call_error(&self.id, method, timeout, e))
+        // A call cut short because the app's grant ended says so, not "transport closed".
+        outcome.map_err(|e| {
+            self.authorization_error()
+                .unwrap_or_else(|| call_error(&self.id, method, timeout, e))
+        })
     }
 
     /// Asks the app whether it is alive: `ping`, or `server/discover` for a modern app (the

@@ -36,6 +36,10 @@ pub(crate) enum StartError {
         /// The startup timeout.
         seconds: u64,
     },
+    /// The app's entry's `OAuth` settings cannot be used (or its stored tokens read); the
+    /// text names the setting.
+    #[error("{0}")]
+    OAuth(String),
     /// The app has no spec to start with (a runnable app always has one; failing beats
     /// waiting forever).
     #[error("the app has no runnable configuration")]

@@ -23,7 +23,8 @@ mod task;
 
 use std::sync::{Arc, Mutex};
 
-use mcpapp_manifest::{AppSpec, InstallState, Lifecycle, Timestamp};
+use mcpapp_manifest::{AppSpec, InstallState, Lifecycle, OAuthEntryConfig, Timestamp};
+use mcpapp_oauth::{AppAuthorizer, AuthState, OAuthClient};
 use mcpapp_session::{Causes, Connection, Elicitor};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tracing::{info, warn};
@@ -61,6 +62,10 @@ pub struct AppSnapshot {
     pub instructions: Option<String>,
     /// When the next automatic restart is due, if one is scheduled.
     pub next_restart: Option<Timestamp>,
+    /// Where an HTTP app the gateway authorizes to with OAuth stands with its authorization
+    /// server (the issuer, the scopes granted or wanted; never a token); `None` for apps the
+    /// gateway does not authorize to.
+    pub authorization: Option<AuthState>,
     /// The sandbox of the current (or last) start of a stdio app.
     pub sandbox: Option<mcpapp_sandbox::SandboxReport>,
 }
@@ -80,6 +85,8 @@ impl AsRef<InstallState> for AppSnapshot {
 pub(crate) struct Settings {
     pub(crate) policy: SupervisionPolicy,
     pub(crate) inheritance: Inheritance,
+    /// Its entry's `OAuth` settings (an HTTP app protected by OAuth).
+    pub(crate) oauth: OAuthEntryConfig,
 }
 
 /// Commands for an app's task.
@@ -112,6 +119,8 @@ pub(crate) struct AppShared {
     pub(crate) elicitor: Option<Arc<dyn Elicitor>>,
     /// Its call counters, shared with the hub of each connection.
     pub(crate) meters: Arc<crate::metrics::AppMeters>,
+    /// The OAuth authorizer of its current start (an HTTP app the gateway authorizes to).
+    authorizer: Mutex<Option<AppAuthorizer>>,
 }
 
 impl std::fmt::Debug for AppShared {
@@ -129,6 +138,8 @@ pub(crate) struct TaskContext {
     /// Answers elicitations of the gateway's own calls (see `mcpapp_session::Elicitor`).
     pub(crate) elicitor: Option<Arc<dyn Elicitor>>,
     pub(crate) processes: ProcessTable,
+    /// The gateway as the OAuth client of its HTTP apps, if it is one.
+    pub(crate) oauth: Option<OAuthClient>,
 }
 
 impl AppShared {
@@ -157,6 +168,7 @@ impl AppShared {
             server_info: None,
             instructions: None,
             next_restart: None,
+            authorization: None,
             sandbox: None,
         };
         let shared = Arc::new(Self {
@@ -172,6 +184,7 @@ impl AppShared {
             commands,
             events,
             spec: Mutex::new(runnable),
+            authorizer: Mutex::new(None),
         });
         (shared, receiver)
     }
@@ -331,11 +344,34 @@ impl AppShared {
         *self.connection.lock().unwrap_or_else(|p| p.into_inner()) = connection;
     }
 
+    pub(crate) fn authorizer(&self) -> Option<AppAuthorizer> {
+        self.authorizer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn set_authorizer(&self, authorizer: Option<AppAuthorizer>) {
+        *self.authorizer.lock().unwrap_or_else(|p| p.into_inner()) = authorizer;
+    }
+
     fn not_running(&self) -> CallError {
-        CallError::NotRunning {
-            app_id: self.id.clone(),
-            state: self.snapshot.borrow().state.lifecycle,
-        }
+        self.authorization_error()
+            .unwrap_or_else(|| CallError::NotRunning {
+                app_id: self.id.clone(),
+                state: self.snapshot.borrow().state.lifecycle,
+            })
+    }
+
+    /// The error of a call to an app that waits for the user to authorize it, if it does.
+    fn authorization_error(&self) -> Option<CallError> {
+        let state = self.authorizer()?.state();
+        state
+            .waiting_for()
+            .map(|issuer| CallError::NeedsAuthorization {
+                app_id: self.id.clone(),
+                issuer: issuer.to_owned(),
+            })
     }
 }
 
@@ -372,6 +408,7 @@ pub(crate) mod tests {
         let settings = Settings {
             policy: SupervisionPolicy::default(),
             inheritance: Inheritance::from_config(&Default::default(), spec.id.as_str()),
+            oauth: OAuthEntryConfig::default(),
         };
         (spec, settings)
     }

@@ -77,7 +77,7 @@ async fn connect(
     let root: PathBuf = shared.snapshot.borrow().state.root_path.clone();
     let mut choice = era_choice(spec);
     loop {
-        let plan = launch::plan(
+        let mut plan = launch::plan(
             spec,
             &root,
             &context.env,
@@ -86,6 +86,10 @@ async fn connect(
             &context.processes,
         )
         .map_err(StartError::Plan)?;
+        // The token goes on every request of the link, the legacy session's included.
+        if let LaunchPlan::Http(http) = &mut plan {
+            http.auth = shared.authorizer();
+        }
         // The sandbox this start applies, for `/apps/{id}`.
         if let LaunchPlan::Stdio(spawn) = &plan {
             let report = spawn.sandbox.as_ref().clone();

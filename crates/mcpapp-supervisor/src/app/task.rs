@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use mcpapp_manifest::{AppSpec, InstallState, Timestamp};
+use mcpapp_oauth::{AppAuthorizer, AuthState};
 use mcpapp_session::{Connection, Notice, closed_reason};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{Instrument, info, info_span, warn};
@@ -18,6 +19,7 @@ use super::enumerate::{Lists, refresh};
 use super::error::StartError;
 use super::start::{Started, start, with_stderr};
 use super::{AppShared, Command, Settings, TaskContext};
+use crate::authorization::authorizer_for;
 use crate::error::CallError;
 use crate::events::SupervisorEvent;
 use crate::lifecycle::{Decision, Event, Machine};
@@ -58,6 +60,8 @@ struct Task {
     configuration: Option<Box<Configuration>>,
     /// Whom to tell that a requested shutdown is done.
     acknowledge: Option<oneshot::Sender<()>>,
+    /// The authorization state of the app's OAuth authorizer, when it has one.
+    auth: Option<watch::Receiver<AuthState>>,
 }
 
 /// The connection in use and what is watched on it.
@@ -80,6 +84,8 @@ enum Wake {
     Ping(Result<(), CallError>),
     Notice(Notice),
     Timer,
+    /// The app's OAuth authorization state changed.
+    Auth(AuthState),
 }
 
 async fn supervise(
@@ -99,6 +105,24 @@ async fn supervise(
         // A connection the machine did not take (it was stopped meanwhile) closes on drop.
         task.started = None;
         event = task.next_event(&mut commands).await;
+    }
+}
+
+/// The next authorization state, or `None` once the authorizer is gone.
+async fn next_auth_state(auth: &mut watch::Receiver<AuthState>) -> Option<AuthState> {
+    auth.changed().await.ok()?;
+    Some(auth.borrow_and_update().clone())
+}
+
+/// What an authorization state means for the lifecycle, if anything.
+fn auth_event(state: &AuthState) -> Option<Event> {
+    match state {
+        AuthState::NeedsAuthorization { issuer, .. } | AuthState::Authorizing { issuer } => {
+            Some(Event::NeedsAuthorization(issuer.clone()))
+        }
+        AuthState::Authorized { .. } => Some(Event::Authorized),
+        AuthState::Failed { reason } => Some(Event::AuthorizationFailed(reason.clone())),
+        AuthState::Anonymous | AuthState::Refreshing { .. } => None,
     }
 }
 
@@ -128,6 +152,7 @@ impl Task {
             timer: None,
             configuration: None,
             acknowledge: None,
+            auth: None,
         })
     }
 
@@ -143,8 +168,25 @@ impl Task {
                             self.started = Some(*started);
                             Event::Started
                         }
-                        Err(error) => Event::StartFailed(with_stderr(&self.run, error)),
+                        // A start the app's authorization stopped (a state the authorizer was
+                        // already in, so no change announced it) waits or fails for good.
+                        Err(error) => self
+                            .shared
+                            .authorizer()
+                            .map(|authorizer| authorizer.state())
+                            .filter(|state| {
+                                state.waiting_for().is_some()
+                                    || matches!(state, AuthState::Failed { .. })
+                            })
+                            .and_then(|state| auth_event(&state))
+                            .unwrap_or_else(|| Event::StartFailed(with_stderr(&self.run, error))),
                     };
+                }
+                Wake::Auth(state) => {
+                    self.show_authorization(state.clone());
+                    if let Some(event) = auth_event(&state) {
+                        return event;
+                    }
                 }
                 Wake::Closed(reason) => return Event::Closed(with_stderr(&self.run, reason)),
                 Wake::HealthTick => return Event::HealthTick,
@@ -184,6 +226,7 @@ impl Task {
     /// Waits for a command, the start attempt, the connection closing, a health tick or
     /// ping result, a list change, or the restart timer, whichever comes first.
     async fn wait(&mut self, commands: &mut mpsc::UnboundedReceiver<Command>) -> Wake {
+        let auth = self.auth.as_mut().map(next_auth_state);
         let attempt = self.attempt.as_mut();
         let timer = self.timer.as_mut();
         let (closed, tick, ping, notice) = match self.live.as_mut() {
@@ -201,7 +244,11 @@ impl Task {
             ),
             None => (None, None, None, None),
         };
+        // Authorization first: a start that fails because the app needs the user is told
+        // apart from other failures by the change that came with it.
         tokio::select! {
+            biased;
+            Some(state) = optional(auth) => Wake::Auth(state),
             command = commands.recv() => Wake::Command(command),
             result = optional(attempt) => Wake::Started(result.map(Box::new)),
             reason = optional(closed) => Wake::Closed(reason),
@@ -315,6 +362,20 @@ impl Task {
         self.run = self.shared.stderr.begin_run();
         let attempt: StartAttempt = match self.shared.runnable() {
             Some((spec, settings)) => {
+                let authorizer = authorizer_for(
+                    self.context.oauth.as_ref(),
+                    &spec,
+                    &settings.oauth,
+                    &self.context.env.lookup,
+                );
+                let authorizer = match authorizer {
+                    Ok(authorizer) => authorizer,
+                    Err(reason) => {
+                        self.attempt = Some(Box::pin(async { Err(StartError::OAuth(reason)) }));
+                        return;
+                    }
+                };
+                self.follow_authorization(authorizer);
                 info!(
                     "Connecting to McpApp '{}' via {}",
                     self.shared.id,
@@ -339,6 +400,35 @@ impl Task {
             None => Box::pin(async { Err(StartError::NoSpec) }),
         };
         self.attempt = Some(attempt);
+    }
+
+    /// Follows the authorization state of the app's authorizer for this start (the same one
+    /// as before while its URL and settings are the same), showing it at once.
+    fn follow_authorization(&mut self, authorizer: Option<AppAuthorizer>) {
+        self.auth = authorizer.as_ref().map(AppAuthorizer::subscribe);
+        self.shared.set_authorizer(authorizer);
+        match self.auth.as_mut() {
+            Some(auth) => {
+                let state = auth.borrow_and_update().clone();
+                self.show_authorization(state);
+            }
+            None => self.shared.update(|s| s.authorization = None),
+        }
+    }
+
+    /// Puts the authorization state in the snapshot and announces it when it changed.
+    fn show_authorization(&self, state: AuthState) {
+        let mut changed = false;
+        self.shared.update(|s| {
+            changed = s.authorization.as_ref() != Some(&state);
+            s.authorization = Some(state.clone());
+        });
+        if changed {
+            let _ = self.shared.events.send(SupervisorEvent::Authorization {
+                app_id: self.shared.id.clone(),
+                state,
+            });
+        }
     }
 
     /// Makes the connection that just started the current one.
@@ -399,6 +489,7 @@ mod tests {
             env: Arc::new(env),
             elicitor: None,
             processes: ProcessTable::with_keeper(None),
+            oauth: None,
         };
         Task::new(shared, context).expect("a runnable app has a task")
     }

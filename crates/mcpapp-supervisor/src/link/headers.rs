@@ -98,6 +98,7 @@ mod tests {
         HttpSpec {
             url: url::Url::parse(url).unwrap(),
             headers: map,
+            auth: None,
         }
     }
 

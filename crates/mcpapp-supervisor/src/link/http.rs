@@ -41,10 +41,13 @@ use mcpapp_session::{
 };
 use serde_json::value::RawValue;
 
+use self::auth::Sent;
 use super::connector::{ClientError, HttpClient};
 use super::headers::{PROTOCOL_HEADER, SESSION_HEADER, modern_headers, request_uri};
 use super::json_stream::JsonValues;
 use super::tool_headers::ToolHeaders;
+
+mod auth;
 
 /// A request's id from its key (its raw JSON text, which the router made from the id).
 fn key_id(key: &Key) -> Box<RawValue> {
@@ -78,6 +81,8 @@ pub(crate) struct HttpSpec {
     pub(crate) url: url::Url,
     /// Extra headers, already resolved (no `env:` references left).
     pub(crate) headers: HeaderMap,
+    /// The app's OAuth authorizer, when the gateway authorizes to it (`auth.rs`).
+    pub(crate) auth: Option<mcpapp_oauth::AppAuthorizer>,
 }
 
 #[derive(Debug, Default)]
@@ -337,9 +342,11 @@ impl HttpLink {
             if let Ok(session) = HeaderValue::from_str(&session) {
                 headers.insert(HeaderName::from_static(SESSION_HEADER), session);
             }
-            let request = inner.request(Method::DELETE, headers, HandedOver::empty());
-            let _ =
-                tokio::time::timeout(Duration::from_secs(2), inner.client.request(request)).await;
+            let _ = tokio::time::timeout(
+                Duration::from_secs(2),
+                inner.send(Method::DELETE, headers, None, None),
+            )
+            .await;
         }
         inner.mark_closed(None);
     }
@@ -360,10 +367,9 @@ impl Inner {
     }
 
     /// A GET for an event stream (the standalone one, or a resumption).
-    async fn get_events(&self, mut headers: HeaderMap) -> Result<Response, LegacyError> {
+    async fn get_events(&self, mut headers: HeaderMap) -> Sent {
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        let request = self.request(Method::GET, headers, HandedOver::empty());
-        self.client.request(request).await
+        self.send(Method::GET, headers, None, None).await
     }
 
     fn session_id(&self) -> Option<String> {
@@ -448,20 +454,16 @@ impl Inner {
             return;
         }
         let body = bytes::Bytes::from(message.into_string());
-        let body = HandedOver {
-            len: body.len() as u64,
-            data: Some(body),
-            sent,
-        };
-        let sent = self
-            .client
-            .request(self.request(Method::POST, headers, body))
-            .await;
+        let sent = self.send(Method::POST, headers, Some(body), sent).await;
         // The server has begun answering (or failed to): a cancellation may follow now.
         drop(responding);
         let response = match sent {
-            Ok(response) => response,
-            Err(err) => {
+            Sent::Response(response) => response,
+            Sent::Unauthorized(text) => {
+                self.fail_request(&request, &text);
+                return;
+            }
+            Sent::Failed(err) => {
                 let text = describe_error(&err);
                 self.fail_request(&request, &format!("cannot reach the app: {text}"));
                 if err.is_connect() {
@@ -763,7 +765,11 @@ impl Inner {
                 () = self.stop.cancelled() => return false,
             };
             match sent {
-                Ok(response) if response.status().is_success() => {
+                Sent::Unauthorized(text) => {
+                    debug!(request = %key, "resuming a response stream was not authorized: {text}");
+                    return false;
+                }
+                Sent::Response(response) if response.status().is_success() => {
                     debug!(request = %key, "resuming a response stream");
                     if self
                         .read_events(response, request, false, &mut position)
@@ -772,11 +778,11 @@ impl Inner {
                         return true;
                     }
                 }
-                Ok(response) => {
+                Sent::Response(response) => {
                     debug!(request = %key, status = %response.status(), "the app refused to resume a response stream");
                     return false;
                 }
-                Err(err) => {
+                Sent::Failed(err) => {
                     debug!(request = %key, "resuming a response stream failed: {}", describe_error(&err))
                 }
             }
@@ -805,7 +811,12 @@ impl Inner {
             };
             drop(ready.take());
             match sent {
-                Err(err) => {
+                // The app's authorization stopped it; its task follows that state.
+                Sent::Unauthorized(text) => {
+                    debug!("the standalone event stream is not authorized: {text}");
+                    return;
+                }
+                Sent::Failed(err) => {
                     failures += 1;
                     if failures >= MAX_GET_FAILURES {
                         self.mark_closed(Some(format!(
@@ -816,24 +827,24 @@ impl Inner {
                         return;
                     }
                 }
-                Ok(response) if response.status() == StatusCode::METHOD_NOT_ALLOWED => {
+                Sent::Response(response) if response.status() == StatusCode::METHOD_NOT_ALLOWED => {
                     debug!("the app offers no standalone event stream");
                     return;
                 }
                 // Without a session there is no session to end: a stateless server that has
                 // no GET route answers 404, and that is all it means.
-                Ok(response)
+                Sent::Response(response)
                     if response.status() == StatusCode::NOT_FOUND
                         && self.session_id().is_none() =>
                 {
                     debug!("the app (stateless) offers no standalone event stream");
                     return;
                 }
-                Ok(response) if response.status() == StatusCode::NOT_FOUND => {
+                Sent::Response(response) if response.status() == StatusCode::NOT_FOUND => {
                     self.mark_closed(Some("the app ended the MCP session (HTTP 404)".to_owned()));
                     return;
                 }
-                Ok(response) if !response.status().is_success() => {
+                Sent::Response(response) if !response.status().is_success() => {
                     failures += 1;
                     if failures >= MAX_GET_FAILURES {
                         self.mark_closed(Some(format!(
@@ -843,7 +854,7 @@ impl Inner {
                         return;
                     }
                 }
-                Ok(response) => {
+                Sent::Response(response) => {
                     failures = 0;
                     let mut events = sse_stream::SseStream::new(response.into_body());
                     loop {

@@ -1,5 +1,5 @@
 //! Integration tests of mcpapp-supervisor with real child processes and real HTTP servers:
-//! the `fixture-app` and `grocery-inventory` test apps.
+//! the `fixture-app` and `grocery-inventory` test apps, and `oauth-server` for apps behind OAuth.
 
 // Test helpers may panic: a panic is a failed test with a clear location.
 #![allow(clippy::unwrap_used, clippy::needless_pass_by_value)]
@@ -9,6 +9,7 @@ mod elicitor;
 mod http_link;
 mod isolation;
 mod metrics;
+mod oauth;
 mod ports;
 mod supervision;
 

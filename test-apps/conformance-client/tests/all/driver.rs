@@ -2,7 +2,7 @@
 //! end client through `/apps/mcp/conformance` or `/mcp` (or straight at the URL), and reports
 //! what it did; what reaches the server is what the gateway made of it.
 
-use mcpapp_testkit::bin;
+use mcpapp_testkit::{HttpApp, bin};
 
 use crate::support::{Server, run_driver};
 
@@ -73,13 +73,12 @@ async fn direct_needs_no_gateway_and_a_failed_call_fails_the_run() {
 async fn scenarios_without_a_family_are_refused_and_the_list_names_the_families() {
     let run = run_driver(
         &["--via", "proxy", "http://127.0.0.1:9/mcp"],
-        &[("MCP_CONFORMANCE_SCENARIO", Some("auth/metadata-default"))],
+        &[("MCP_CONFORMANCE_SCENARIO", Some("auth/dpop"))],
     )
     .await;
     assert_eq!(run.code, Some(2), "{run:?}");
     assert!(
-        run.stderr
-            .contains("no family drives scenario `auth/metadata-default`"),
+        run.stderr.contains("no family drives scenario `auth/dpop`"),
         "{}",
         run.stderr
     );
@@ -97,5 +96,74 @@ async fn scenarios_without_a_family_are_refused_and_the_list_names_the_families(
         text.lines().any(|l| l == "protocol http-custom-headers"),
         "{text}"
     );
-    assert_eq!(text.lines().count(), 10, "{text}");
+    assert!(
+        text.lines().any(|l| l == "auth auth/metadata-default"),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 35, "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_auth_family_connects_the_app_through_the_gateways_callback() {
+    // test-apps/oauth-server: an authorization server that redirects at once, like the
+    // suite's, and the MCP app it protects (which has no `test-tool`).
+    let server = HttpApp::start("oauth-server", &[]);
+    let gateway = bin("mcpapp-gateway");
+    let run = run_driver(
+        &[
+            "--via",
+            "mcp",
+            "--gateway",
+            gateway.to_str().unwrap(),
+            &server.url,
+        ],
+        &[
+            ("MCP_CONFORMANCE_SCENARIO", Some("auth/metadata-default")),
+            ("MCP_CONFORMANCE_PROTOCOL_VERSION", Some("2025-11-25")),
+            ("MCP_CONFORMANCE_CONTEXT", None),
+        ],
+    )
+    .await;
+    let outcome = &run.outcome;
+    assert_eq!(outcome["family"], "auth", "{outcome}");
+    assert_eq!(
+        outcome["app"]["lifecycle"], "NeedsAuthorization",
+        "{outcome}"
+    );
+    let steps = outcome["steps"].as_array().unwrap();
+    let names: Vec<&str> = steps.iter().map(|s| s["step"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "authorize",
+            "callback",
+            "app",
+            "connect",
+            "tools/list",
+            "tools/call test-tool"
+        ],
+        "{outcome}"
+    );
+    // The authorization server is oauth-server's own listener, not the app's.
+    let issuer = steps[0]["result"]["issuer"].as_str().unwrap();
+    assert!(
+        issuer.starts_with("http://127.0.0.1:") && !server.url.starts_with(issuer),
+        "{outcome}"
+    );
+    assert_eq!(steps[1]["result"], "conformance is connected.", "{outcome}");
+    assert_eq!(steps[2]["result"]["lifecycle"], "Running", "{outcome}");
+    assert_eq!(
+        steps[2]["result"]["authorization"]["state"], "authorized",
+        "{outcome}"
+    );
+    assert!(
+        steps[4]["result"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("whoami")),
+        "{outcome}"
+    );
+    // The server has no `test-tool`: the run fails there, after connecting.
+    assert_eq!(steps[5]["ok"], false, "{outcome}");
+    assert_eq!(run.code, Some(1), "{run:?}");
 }

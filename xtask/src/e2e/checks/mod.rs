@@ -1,10 +1,12 @@
 //! The checks of `cargo xtask e2e`, in the order they run: the grocery dashboard from the
 //! chat (`dashboard.rs`), the fixture app's whole results, UI events and elicitations
 //! (`fixture.rs`), the apps' sandbox in the apps panel (`sandbox.rs`), the "Add apps" view
-//! (`install.rs`), a clean browser console, then the AppBridge test host on `/mcp`
+//! (`install.rs`), Connect for an app behind OAuth (`connect.rs`), a clean browser console,
+//! then the AppBridge test host on `/mcp`
 //! (`appbridge.rs`).
 
 mod appbridge;
+mod connect;
 mod dashboard;
 mod fixture;
 mod install;
@@ -51,6 +53,7 @@ pub(super) async fn run_all(client: &Client, ctx: &Ctx, checks: &mut Checks) -> 
     fixture::elicit_from_agent(client, checks).await?;
     sandbox::panel(client, checks).await?;
     install::add_apps(client, ctx, checks).await?;
+    connect::connect(client, ctx, checks).await?;
     console_is_clean(client, ctx, checks).await?;
     // Last, because it leaves the host page for the test host's own.
     appbridge::host_page(client, ctx, checks).await

@@ -283,6 +283,26 @@ impl<'g> Session<'g> {
         tools
     }
 
+    /// The gateway the end client talks to (none when direct).
+    pub(crate) fn gateway(&self) -> Option<&'g Gateway> {
+        self.gateway
+    }
+
+    /// Adds a step the driver took outside the end client (connecting the app, say).
+    pub(crate) fn push_step(&mut self, step: Value) {
+        self.steps.push(step);
+    }
+
+    /// Marks the failed steps so far as superseded: the driver did what a user does about
+    /// them (connect the app again) and retries; they no longer fail the outcome.
+    pub(crate) fn supersede_failures(&mut self) {
+        for step in &mut self.steps {
+            if step["ok"] == false {
+                step["superseded"] = json!(true);
+            }
+        }
+    }
+
     /// Closes the client and hands back the record.
     pub(crate) async fn close(self) -> Vec<Value> {
         let Self {

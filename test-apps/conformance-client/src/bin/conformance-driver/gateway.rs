@@ -52,12 +52,19 @@ impl Gateway {
     /// Writes the app folder (the manifest with `extras` merged in) and the configuration,
     /// starts the gateway, and waits until the app has settled and its model-visible tools
     /// are registered (so `/mcp` lists them).
-    pub(crate) async fn start(bin: &Path, url: &str, extras: &Value) -> anyhow::Result<Self> {
+    /// `settings` is merged into the configuration, `env` set in the gateway's environment.
+    pub(crate) async fn start(
+        bin: &Path,
+        url: &str,
+        extras: &Value,
+        settings: &Value,
+        env: &[(String, String)],
+    ) -> anyhow::Result<Self> {
         let folder = tempfile::Builder::new()
             .prefix("conformance-driver-")
             .tempdir()
             .context("creating the gateway's folder")?;
-        let config = lay_out(folder.path(), url, extras)?;
+        let config = lay_out(folder.path(), url, extras, settings)?;
         let mut child = Command::new(bin)
             .arg("serve")
             .arg("--config")
@@ -67,6 +74,9 @@ impl Gateway {
             // The gateway asks for no token here; one from the caller's environment would
             // only lock the end client out.
             .env_remove("MCPAPP_TOKEN")
+            // The OAuth token store's key file is made in the folder, with the store.
+            .env_remove("MCPAPP_OAUTH_KEY")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -108,6 +118,16 @@ impl Gateway {
         &self.app
     }
 
+    /// `GET /apps/conformance` as it stands.
+    pub(crate) async fn detail(&self) -> anyhow::Result<Value> {
+        get_json(&format!("{}/apps/{APP_ID}", self.base)).await
+    }
+
+    /// Whether every model-visible tool in `detail` is registered (so `/mcp` lists it).
+    pub(crate) fn tools_registered(&self, detail: &Value) -> bool {
+        all_registered(detail)
+    }
+
     /// The names of the app's tools the gateway registered for its agent (its registry's
     /// view of the app, the one a model is offered).
     pub(crate) async fn registered_tools(&self) -> anyhow::Result<Vec<String>> {
@@ -137,7 +157,12 @@ impl Gateway {
 }
 
 /// `FOLDER/apps/conformance/openclaw.mcpapp.json` and `FOLDER/appsettings.json`.
-fn lay_out(folder: &Path, url: &str, extras: &Value) -> anyhow::Result<PathBuf> {
+fn lay_out(
+    folder: &Path,
+    url: &str,
+    extras: &Value,
+    more_settings: &Value,
+) -> anyhow::Result<PathBuf> {
     let mut manifest = json!({
         "id": APP_ID,
         "name": "MCP conformance test server",
@@ -160,15 +185,18 @@ fn lay_out(folder: &Path, url: &str, extras: &Value) -> anyhow::Result<PathBuf> 
     std::fs::write(&manifest_path, serde_json::to_string_pretty(&manifest)?)
         .with_context(|| format!("writing {}", manifest_path.display()))?;
     let config = folder.join("appsettings.json");
-    let settings = json!({
+    let mut settings = json!({
         // No restarts and no pings: a failure is final and shows at once, and nothing but
         // the scenario's own traffic reaches the scenario's server.
         "McpApps": {
             "Enabled": true,
             "DiscoveryPaths": ["./apps"],
             "Supervision": { "AutoRestart": false, "HealthCheckIntervalMs": 0 },
+            // The secret store, and the OAuth token store beside it, stay in this folder.
+            "SecretsFile": "./state/secrets.json",
         },
     });
+    merge(&mut settings, more_settings);
     std::fs::write(&config, serde_json::to_string_pretty(&settings)?)
         .with_context(|| format!("writing {}", config.display()))?;
     Ok(config)
@@ -183,13 +211,8 @@ async fn wait_settled(base: &str) -> anyhow::Result<Value> {
         let detail = get_json(&url).await?;
         let lifecycle = detail["lifecycle"].as_str().unwrap_or_default();
         let starting = matches!(lifecycle, "" | "Discovered" | "Validated" | "Loaded");
-        let unregistered = detail["tools"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|tool| tool["visibility"]["model"] == true && tool["registeredName"].is_null());
         // A running app's tools reach the agent's registry (and /mcp) just after it runs.
-        let registering = lifecycle == "Running" && unregistered;
+        let registering = lifecycle == "Running" && !all_registered(&detail);
         if !(starting || registering) {
             return Ok(json!({
                 "lifecycle": lifecycle,
@@ -204,6 +227,27 @@ async fn wait_settled(base: &str) -> anyhow::Result<Value> {
             SETTLE.as_secs()
         );
         tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Whether every model-visible tool of an app's detail is registered.
+fn all_registered(detail: &Value) -> bool {
+    !detail["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|tool| tool["visibility"]["model"] == true && tool["registeredName"].is_null())
+}
+
+/// Merges `more` into `into`, objects key by key, anything else replaced.
+fn merge(into: &mut Value, more: &Value) {
+    match (into, more) {
+        (Value::Object(into), Value::Object(more)) => {
+            for (key, value) in more {
+                merge(into.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+        (into, more) => *into = more.clone(),
     }
 }
 
