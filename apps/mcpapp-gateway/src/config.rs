@@ -51,10 +51,14 @@ pub(crate) fn secret_store(loaded: &Loaded, args: &ConfigArgs) -> mcpapp_install
     mcpapp_install::SecretStore::for_config(loaded.discovery.config(), &config_dir(args))
 }
 
-/// The folder of the gateway's OAuth token store: `oauth/` beside the secret store
-/// (`McpApps.SecretsFile`, by default in the user's state folder), so the apps' tokens live
-/// with their other secrets, outside every discovery path.
+/// The folder of the gateway's OAuth token store: `oauth/` in the gateway's state directory
+/// (`McpApps.StateDirectory`, by default `$XDG_STATE_HOME/mcpapp`), which the app sandbox keeps
+/// from every app and which lies outside every discovery path; without one (no home folder),
+/// `oauth/` beside the secret store.
 pub(crate) fn oauth_dir(loaded: &Loaded, args: &ConfigArgs) -> std::path::PathBuf {
+    if let Some(state) = loaded.discovery.state_directory() {
+        return state.join("oauth");
+    }
     let secrets = secret_store(loaded, args);
     secrets.path().parent().map_or_else(
         || std::path::PathBuf::from("oauth"),

@@ -138,20 +138,26 @@ fn host_allowed(config: &HostConfig, host: &HostPart) -> bool {
 
 /// The host of an origin such as `https://mcpapp.example.com:8443`.
 fn origin_host(origin: &str) -> Option<HostPart> {
-    let (_, authority) = origin.split_once("://")?;
-    parse_authority(authority).map(|authority| authority.host)
+    origin_authority(origin).map(|authority| authority.host)
 }
 
-/// The host a request names in `Host` (parsed strictly), if any.
-fn request_host(request: &Request) -> Option<HostPart> {
+/// The authority (host and port, if written) of an `http(s)://` origin.
+fn origin_authority(origin: &str) -> Option<Authority> {
+    let (_, authority) = origin.split_once("://")?;
+    parse_authority(authority)
+}
+
+/// The authority a request names in `Host` (parsed strictly), if any.
+fn request_authority(request: &Request) -> Option<Authority> {
     let host = single_header(request, &header::HOST).ok().flatten()?;
-    parse_authority(host).map(|authority| authority.host)
+    parse_authority(host)
 }
 
 /// Whether a request to the main listener is for the sandbox: its `Host` names the public
-/// sandbox origin's host, which is not the page's (see [`SandboxByHost`]).
+/// sandbox origin's host, which is not the page's, and the origin's port when it names one
+/// (see [`SandboxByHost`]).
 pub(crate) struct SandboxByHost {
-    host: HostPart,
+    origin: Authority,
     router: axum::Router,
 }
 
@@ -161,8 +167,19 @@ impl SandboxByHost {
     /// serves both origins, and the browser still sees two.
     pub(crate) fn new(config: &HostConfig, router: axum::Router) -> Option<Self> {
         let page = origin_host(config.public_origin.as_deref()?)?;
-        let host = origin_host(config.sandbox_origin.as_deref()?)?;
-        (host != page).then_some(Self { host, router })
+        let origin = origin_authority(config.sandbox_origin.as_deref()?)?;
+        (origin.host != page).then_some(Self { origin, router })
+    }
+
+    /// Whether `request` names the sandbox's origin. The port matters when the origin names
+    /// one: without `Gateway.SandboxOrigin` the origin is the sandbox listener's own loopback
+    /// address, and a request to the main listener on the same loopback host (a health check,
+    /// the CLI) carries the main port, so it is not the sandbox's.
+    fn is_for_sandbox(&self, request: &Request) -> bool {
+        request_authority(request).is_some_and(|asked| {
+            asked.host == self.origin.host
+                && (self.origin.port.is_none() || asked.port == self.origin.port)
+        })
     }
 }
 
@@ -173,7 +190,7 @@ pub(crate) async fn sandbox_by_host(
     request: Request,
     next: Next,
 ) -> Response {
-    if request_host(&request).is_some_and(|host| host == sandbox.host) {
+    if sandbox.is_for_sandbox(&request) {
         use tower::ServiceExt;
         return match sandbox.router.clone().oneshot(request).await {
             Ok(response) => response,

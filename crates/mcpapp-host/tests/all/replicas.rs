@@ -403,3 +403,26 @@ async fn public_settings_are_checked_at_start() {
         assert!(err.to_string().contains(expected), "{err}");
     }
 }
+
+#[tokio::test]
+async fn a_public_origin_alone_leaves_loopback_requests_to_the_page() {
+    // Without Gateway.SandboxOrigin the sandbox's origin is its own listener's loopback
+    // address: a request to the main listener on that host (a health check, the CLI) is the
+    // page's, not the sandbox's.
+    let apps = AppsDir::new();
+    apps.stdio_app("grocery", &bin("grocery-inventory"), &["stdio"], "{}");
+    let gateway = Gateway::start(apps, |config| {
+        config.public_origin = Some("https://mcpapp.example.com".into());
+    })
+    .await;
+    for path in ["/readyz", "/apps", "/"] {
+        let (status, _, body) = get(&format!("{}{path}", gateway.url), &[]).await;
+        assert_eq!(status, 200, "{path}: {body}");
+    }
+    let (_, _, health) = get(&format!("{}/apps/health", gateway.url), &[]).await;
+    assert_eq!(
+        health["sandbox"],
+        format!("{}/sandbox.html", gateway.sandbox_url)
+    );
+    gateway.shutdown().await;
+}
