@@ -61,8 +61,8 @@ pub struct Plan {
     pub inputs: Vec<Input>,
     /// Things to know (a deprecated server, ignored runner arguments).
     pub notes: Vec<String>,
-    /// The permissions the app requests. Empty until manifests can request permissions (the
-    /// isolation issue); the consent text and the page already show this list.
+    /// The permissions the app requests. Empty for every source today: none of the formats
+    /// (npm, PyPI, server.json, MCPB) declares any; the consent text and the page show it.
     pub permissions: Vec<String>,
     /// The installed app this plan updates or reconfigures, if any.
     pub update_of: Option<InstalledApp>,
@@ -179,11 +179,21 @@ impl Plan {
             }
         }
         if self.permissions.is_empty() {
-            out.push("Permissions it requests: none declared; it runs with the gateway's user and the environment above".to_owned());
+            out.push("Permissions it requests: none declared".to_owned());
         } else {
             out.push(format!(
                 "Permissions it requests: {}",
                 self.permissions.join(", ")
+            ));
+        }
+        if self.transport == "http" {
+            out.push(
+                "Sandbox: none from the gateway; the app runs where its URL points".to_owned(),
+            );
+        } else {
+            out.push(format!(
+                "Sandbox: the gateway's app sandbox on Linux (McpApps.Isolation): it reads its folder and the system's programs, writes only its state folder, and has no network; grant more under McpApps.Entries.{}.Isolation",
+                self.id
             ));
         }
         let secrets: Vec<&str> = self

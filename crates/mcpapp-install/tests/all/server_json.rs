@@ -62,7 +62,8 @@ async fn a_pypi_package_with_a_runner_hint_runs_from_its_own_environment() {
           python3 -m venv <tmp>/apps/server-time/.mcpapp-runtime/0.6.2/venv (or uv venv), then <tmp>/apps/server-time/.mcpapp-runtime/0.6.2/venv/bin/python -m pip install mcp-server-time==0.6.2
         The gateway then starts it as (no shell):
           .mcpapp-runtime/0.6.2/venv/bin/mcp-server-time --local-timezone Europe/Paris
-        Permissions it requests: none declared; it runs with the gateway's user and the environment above"#]]
+        Permissions it requests: none declared
+        Sandbox: the gateway's app sandbox on Linux (McpApps.Isolation): it reads its folder and the system's programs, writes only its state folder, and has no network; grant more under McpApps.Entries.server-time.Isolation"#]]
     .assert_eq(&text);
     // The default applies when nothing is given.
     assert!(consent(&place, &plan, &[]).contains("--local-timezone UTC"));
@@ -201,7 +202,8 @@ async fn environment_secrets_choices_and_repeated_arguments_become_inputs() {
           environment API_KEY=<secret>
           environment ENDPOINT=https://us.example.com
           environment LOG_LEVEL=info
-        Permissions it requests: none declared; it runs with the gateway's user and the environment above
+        Permissions it requests: none declared
+        Sandbox: the gateway's app sandbox on Linux (McpApps.Isolation): it reads its folder and the system's programs, writes only its state folder, and has no network; grant more under McpApps.Entries.everything-configured.Isolation
         Secret inputs (token, API_KEY) go to the gateway's secret store, not into the app folder"#]]
     .assert_eq(&text[text.find("The gateway").unwrap()..]);
     assert!(!text.contains("k3y-9") && !text.contains("t0k"));
