@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use mcpapp_discovery::{Diagnostic, DiscoveryReport};
-use mcpapp_manifest::{Severity, quoted};
+use mcpapp_manifest::{RUNTIME_FOLDER_NAME, Severity, quoted};
 
 /// What the watcher watches: the discovery roots and the configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -107,22 +107,33 @@ impl Change {
 /// Sorts the paths of a burst: the configuration file, anything at or below a root (a
 /// manifest, a subfolder, a renamed folder), a folder on the way to a root (a root being
 /// created or removed). Everything else (a neighbour of the configuration file, an editor's
-/// swap file beside it) is ignored.
+/// swap file beside it, a file in an installed app's vendored runtime) is ignored.
 pub(crate) fn classify<'a>(paths: impl IntoIterator<Item = &'a Path>, targets: &Targets) -> Change {
     let mut change = Change::default();
     for path in paths {
         if targets.config.as_deref() == Some(path) {
             change.config = true;
         }
-        if targets
-            .roots
-            .iter()
-            .any(|root| path.starts_with(root) || root.starts_with(path))
-        {
+        if targets.roots.iter().any(|root| {
+            root.starts_with(path)
+                || path
+                    .strip_prefix(root)
+                    .is_ok_and(|below| !in_vendored_runtime(below))
+        }) {
             change.manifests = true;
         }
     }
     change
+}
+
+/// Whether a path below a root lies inside an installed app's vendored runtime
+/// (`.mcpapp-runtime/`): an install or an update writes thousands of files there (npm's
+/// `node_modules`, a virtual environment), and discovery never reads them, so they are no
+/// reason to scan again.
+fn in_vendored_runtime(below_root: &Path) -> bool {
+    below_root
+        .components()
+        .any(|part| part.as_os_str() == RUNTIME_FOLDER_NAME)
 }
 
 /// An app a reload kept as it was because its manifest is now broken.
@@ -326,6 +337,11 @@ mod tests {
                 "{path}"
             );
         }
+        // An installed app's vendored runtime is written by npm or pip, never read by a scan.
+        assert_eq!(
+            change(&["/srv/apps/a/.mcpapp-runtime/1.0.0/node_modules/x/index.js"]),
+            Change::default()
+        );
         // A neighbour of a root is not under it.
         assert_eq!(
             change(&["/srv/apps2/openclaw.mcpapp.json"]),
