@@ -512,7 +512,7 @@ pub(crate) struct StackOptions<'a> {
     /// An MCP Registry for the page's "Add apps" view (`McpApps.Registries`), if any.
     pub(crate) registry: Option<&'a str>,
     /// Also host `test-apps/oauth-server`'s protected app as the HTTP app `crm`, which waits
-    /// for the page's "Connect" (its tokens go to the store beside `McpApps.SecretsFile`).
+    /// for the page's "Connect" (its tokens go to the store in `McpApps.StateDirectory`).
     pub(crate) oauth_app: bool,
 }
 

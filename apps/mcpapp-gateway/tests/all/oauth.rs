@@ -196,6 +196,7 @@ async fn connecting_from_the_cli_leaves_no_token_or_secret_in_logs_answers_event
         "Enabled": true,
         "DiscoveryPaths": ["./apps"],
         "SecretsFile": "./state/secrets.json",
+        "StateDirectory": "./state",
         "Supervision": {"HealthCheckIntervalMs": 0},
         "Entries": {"crm": {"OAuth": {
             "ClientId": CLIENT_ID,
@@ -383,6 +384,7 @@ async fn uninstall_revokes_and_deletes_the_apps_tokens() {
         "Enabled": true,
         "DiscoveryPaths": ["./apps"],
         "SecretsFile": "./state/secrets.json",
+        "StateDirectory": "./state",
     }});
     tree.write("appsettings.json", &settings.to_string());
     let installed = Command::new(GATEWAY)

@@ -192,8 +192,10 @@ fn lay_out(
             "Enabled": true,
             "DiscoveryPaths": ["./apps"],
             "Supervision": { "AutoRestart": false, "HealthCheckIntervalMs": 0 },
-            // The secret store, and the OAuth token store beside it, stay in this folder.
+            // The secret store and the state directory (the OAuth token store, the apps'
+            // state folders) stay in this folder.
             "SecretsFile": "./state/secrets.json",
+            "StateDirectory": "./state",
         },
     });
     merge(&mut settings, more_settings);
