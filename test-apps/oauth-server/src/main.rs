@@ -30,8 +30,11 @@
 //! # The protected app
 //!
 //! Streamable HTTP MCP at `/mcp` (rmcp, stateless, JSON answers) with tools `whoami` (any
-//! valid token), `write_note {text}` (needs `mcp:write`) and `admin_reset` (needs
-//! `mcp:admin`). Without a valid token it answers 401 with `WWW-Authenticate: Bearer
+//! valid token), `write_note {text}` (needs `mcp:write`), `admin_reset` (needs
+//! `mcp:admin`) and `show_contacts` (any valid token; `_meta.ui.resourceUri =
+//! "ui://crm/contacts.html"`, returning two contacts as structuredContent), and one resource,
+//! that MCP App view (mime `text/html;profile=mcp-app`: a tiny page that does the
+//! `ui/initialize` handshake and lists the contacts of the tool result it is sent). Without a valid token it answers 401 with `WWW-Authenticate: Bearer
 //! resource_metadata="…", scope="…"` (`error="invalid_token"` when a token was sent); a call
 //! of a tool whose scope the token lacks gets 403 `Bearer error="insufficient_scope",
 //! scope="<needed>", resource_metadata="…"`. Its protected resource metadata names the issuer,

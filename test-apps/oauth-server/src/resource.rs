@@ -1,5 +1,6 @@
 //! The protected MCP app: its protected resource metadata, `/mcp` behind a guard that answers
-//! 401 and 403 challenges, the tools, and the test controls under `/admin`.
+//! 401 and 403 challenges, the tools and the contacts view, and the test controls under
+//! `/admin`.
 
 use std::sync::Arc;
 
@@ -12,10 +13,15 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResult, ContentBlock, Implementation, ListResourcesResult, MetaObject,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ServerHandler, tool, tool_handler, tool_router};
+use rmcp::{ErrorData as McpError, ServerHandler, tool, tool_handler, tool_router};
 use serde_json::{Value, json};
 
 use crate::PrmAt;
@@ -23,6 +29,12 @@ use crate::shared::Shared;
 
 /// Requests larger than this are refused before the guard reads them.
 const MAX_BODY: usize = 1024 * 1024;
+
+/// The contacts view, an MCP App view that `show_contacts` names.
+const VIEW_URI: &str = "ui://crm/contacts.html";
+/// The MIME type of an MCP App view.
+const MCP_APP_MIME: &str = "text/html;profile=mcp-app";
+const VIEW_HTML: &str = include_str!("contacts.html");
 
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
     let prm_path = match shared.options.prm_at {
@@ -204,6 +216,14 @@ struct NoteArgs {
     text: String,
 }
 
+/// `_meta` linking a tool to the contacts view.
+fn contacts_ui_meta() -> MetaObject {
+    match json!({"ui": {"resourceUri": VIEW_URI}}) {
+        Value::Object(map) => MetaObject(map),
+        _ => MetaObject::new(),
+    }
+}
+
 #[tool_router]
 impl Notes {
     fn new() -> Self {
@@ -229,13 +249,60 @@ impl Notes {
     fn admin_reset(&self) -> CallToolResult {
         CallToolResult::success(vec![ContentBlock::text("reset")])
     }
+
+    /// Shows the contacts in the CRM's view (ui://crm/contacts.html).
+    #[tool(meta = contacts_ui_meta())]
+    fn show_contacts(&self) -> CallToolResult {
+        let mut result = CallToolResult::success(vec![ContentBlock::text("2 contacts")]);
+        result.structured_content = Some(json!({"contacts": [
+            {"name": "Ada Lovelace", "email": "ada@example.com"},
+            {"name": "Alan Turing", "email": "alan@example.com"},
+        ]}));
+        result
+    }
 }
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Notes {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(
-            Implementation::new("oauth-server", env!("CARGO_PKG_VERSION")),
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
         )
+        .with_server_info(Implementation::new(
+            "oauth-server",
+            env!("CARGO_PKG_VERSION"),
+        ))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::with_all_items(vec![
+            Resource::new(VIEW_URI, "contacts")
+                .with_title("Contacts")
+                .with_mime_type(MCP_APP_MIME),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        if request.uri != VIEW_URI {
+            return Err(McpError::resource_not_found(
+                format!("no resource {}; the app has only {VIEW_URI}", request.uri),
+                None,
+            ));
+        }
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(VIEW_HTML, VIEW_URI).with_mime_type(MCP_APP_MIME),
+        ])
+        .into())
     }
 }

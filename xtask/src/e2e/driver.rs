@@ -244,8 +244,14 @@ pub(super) async fn click(client: &Client, css: &str) -> anyhow::Result<()> {
 
 /// Enters the inner frame (the view) of the view shown for tool call `id`.
 pub(super) async fn enter_view(client: &Client, id: &str) -> anyhow::Result<()> {
+    enter_view_at(client, &format!(".view[data-tool-call-id=\"{id}\"]")).await
+}
+
+/// Like `enter_view`, for the view matching `view_css` (tool call ids are only unique per
+/// page client, so views of two clients can share one).
+pub(super) async fn enter_view_at(client: &Client, view_css: &str) -> anyhow::Result<()> {
     to_top(client).await?;
-    let outer_css = format!(".view[data-tool-call-id=\"{id}\"] iframe.view-frame");
+    let outer_css = format!("{view_css} iframe.view-frame");
     let outer = wait_for("the view's sandbox frame", || async {
         Ok(client
             .find(Locator::Css(&outer_css))

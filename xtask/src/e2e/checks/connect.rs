@@ -2,13 +2,15 @@
 //! server signs the user in at once) waits in NeedsAuthorization with its authorization
 //! server named; the page's Connect opens the authorization URL in a new window, the
 //! authorization server sends that window back to the gateway's `/oauth/callback`, whose page
-//! closes itself, and the app turns Running with Disconnect offered.
+//! closes itself, and the app turns Running with Disconnect offered; then its view (the
+//! contacts of `show_contacts`, read over the authorized link), run from the apps panel,
+//! renders.
 
 use anyhow::ensure;
 use fantoccini::Client;
 
 use super::Checks;
-use crate::e2e::driver::{click, to_top, wait_for, wait_js};
+use crate::e2e::driver::{click, enter_view_at, text, to_top, wait_for, wait_js, wait_text};
 use crate::e2e::{Ctx, TOKEN};
 use crate::http;
 
@@ -32,10 +34,10 @@ pub(in crate::e2e) async fn connect(
         |v| v[0] == "NeedsAuthorization",
     )
     .await?;
-    let text = line[1].as_str().unwrap_or_default();
+    let auth_text = line[1].as_str().unwrap_or_default();
     ensure!(
-        text.starts_with("Not connected to http://127.0.0.1:"),
-        "the authorization line names no authorization server: {text:?}"
+        auth_text.starts_with("Not connected to http://127.0.0.1:"),
+        "the authorization line names no authorization server: {auth_text:?}"
     );
     checks.pass("crm waits in NeedsAuthorization, naming its authorization server, with Connect");
 
@@ -86,5 +88,45 @@ pub(in crate::e2e) async fn connect(
         detail["authorization"]
     );
     checks.pass("the API shows crm authorized for mcp:read at its issuer");
+
+    // Its view, fetched through the link that now carries the token, renders the result.
+    click(client, &format!("{APP} .app-tools summary")).await?;
+    click(client, &format!("{APP} [data-run$=\"show_contacts\"]")).await?;
+    wait_js(
+        client,
+        "the run dialog",
+        "return document.getElementById('run-dialog').open;",
+        |v| v == true,
+    )
+    .await?;
+    click(client, "#run-submit").await?;
+    // crm has no other view; its call id may repeat another client's, so find it by app.
+    let view = ".view[data-app-id=\"crm\"]";
+    let call = wait_js(
+        client,
+        "the show_contacts run to open crm's view",
+        &format!(
+            "const e = document.querySelector('{view}'); return e ? e.dataset.toolCallId : null;"
+        ),
+        serde_json::Value::is_string,
+    )
+    .await?;
+    enter_view_at(client, view).await?;
+    wait_text(client, "crm's view to render", "#status", |t| {
+        t == "rendered"
+    })
+    .await?;
+    let contacts = text(client, "#contacts").await?;
+    to_top(client).await?;
+    let contacts = contacts.as_str().unwrap_or_default();
+    ensure!(
+        contacts.contains("Ada Lovelace <ada@example.com>")
+            && contacts.contains("Alan Turing <alan@example.com>"),
+        "crm's view shows {contacts:?}"
+    );
+    checks.pass(&format!(
+        "crm's show_contacts, run from the apps panel once authorized, renders its view with the contacts in the sandboxed frame (call {})",
+        call.as_str().unwrap_or_default()
+    ));
     Ok(())
 }

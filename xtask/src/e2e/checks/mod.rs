@@ -1,9 +1,8 @@
 //! The checks of `cargo xtask e2e`, in the order they run: the grocery dashboard from the
 //! chat (`dashboard.rs`), the fixture app's whole results, UI events and elicitations
 //! (`fixture.rs`), the apps' sandbox in the apps panel (`sandbox.rs`), the "Add apps" view
-//! (`install.rs`), Connect for an app behind OAuth (`connect.rs`), a clean browser console,
-//! then the AppBridge test host on `/mcp`
-//! (`appbridge.rs`).
+//! (`install.rs`), Connect for an app behind OAuth and then its view (`connect.rs`), a clean
+//! browser console, then the AppBridge test host on `/mcp` (`appbridge.rs`).
 
 mod appbridge;
 mod connect;
