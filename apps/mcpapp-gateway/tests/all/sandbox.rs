@@ -11,7 +11,7 @@ use std::time::Duration;
 use mcpapp_testkit::{bin, children_of, eventually_blocking};
 use serde_json::{Value, json};
 
-use crate::serve::{call_tool, get_with_token, is_keeper, serve_as, wait_running};
+use crate::serve::{call_reply, call_tool, get_with_token, is_keeper, serve_as, wait_running};
 use crate::{GATEWAY, Served, Tree};
 
 const TOKEN: &str = "gateway-token-value";
@@ -731,27 +731,6 @@ fn a_reload_applies_a_changed_grant_to_that_app_only() {
     assert_eq!(pid("b"), b_before);
 }
 
-/// `tools/call` through `/apps/mcp/{app}`; the whole JSON-RPC reply.
-fn call_reply(served: &Served, app: &str, tool: &str, args: &Value) -> Value {
-    use crate::serve::post;
-    let endpoint = format!("{}/apps/mcp/{app}", served.url);
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
-    let (headers, _) = post(&endpoint, Some(TOKEN), None, &init.to_string());
-    let session = headers
-        .lines()
-        .find_map(|l| {
-            let (name, value) = l.split_once(':')?;
-            name.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| value.trim().to_owned())
-        })
-        .unwrap_or_else(|| panic!("no session: {headers}"));
-    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": tool, "arguments": args}});
-    let (_, body) = post(&endpoint, Some(TOKEN), Some(&session), &call.to_string());
-    serde_json::from_str(&body).unwrap_or_else(|_| panic!("{body}"))
-}
-
 #[test]
 fn our_test_apps_run_and_answer_under_the_default_policy() {
     let tree = Tree::new();
@@ -769,7 +748,7 @@ fn our_test_apps_run_and_answer_under_the_default_policy() {
             "{app}"
         );
     }
-    let stores = call_reply(&served, "grocery", "get_stores", &json!({}));
+    let stores = call_reply(&served, TOKEN, "grocery", "get_stores", &json!({}));
     assert_eq!(stores["result"]["isError"], false, "{stores}");
     assert_eq!(
         stores["result"]["structuredContent"]["stores"][0]["name"], "Downtown Market",

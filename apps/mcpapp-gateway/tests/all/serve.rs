@@ -206,6 +206,17 @@ pub(crate) fn call_tool(
     tool: &str,
     args: &serde_json::Value,
 ) -> serde_json::Value {
+    call_reply(served, token, app, tool, args)["result"]["structuredContent"].clone()
+}
+
+/// `tools/call` of `tool` of `app` through a new proxy session; the whole JSON-RPC reply.
+pub(crate) fn call_reply(
+    served: &Served,
+    token: &str,
+    app: &str,
+    tool: &str,
+    args: &serde_json::Value,
+) -> serde_json::Value {
     let endpoint = format!("{}/apps/mcp/{app}", served.url);
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
@@ -220,8 +231,7 @@ pub(crate) fn call_tool(
         .unwrap_or_else(|| panic!("no session: {headers}"));
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": args}});
     let (_, body) = post(&endpoint, Some(token), Some(&session), &call.to_string());
-    let reply: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|_| panic!("{body}"));
-    reply["result"]["structuredContent"].clone()
+    serde_json::from_str(&body).unwrap_or_else(|_| panic!("{body}"))
 }
 
 pub(crate) fn wait_running(served: &Served, token: Option<&str>, count: usize) {
