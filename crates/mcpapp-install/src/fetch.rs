@@ -37,6 +37,29 @@ impl Http {
         Ok(Self { client })
     }
 
+    /// GETs a JSON document of at most [`MAX_DOCUMENT_BYTES`] and parses it; a 404 is the
+    /// error `missing` makes (the caller names what was not found), another failure status a
+    /// [`InstallError::Fetch`].
+    pub(crate) async fn document<T: serde::de::DeserializeOwned>(
+        &self,
+        url: &str,
+        accept: &str,
+        missing: impl FnOnce() -> InstallError,
+    ) -> Result<T, InstallError> {
+        let body = match self.get(url, accept, MAX_DOCUMENT_BYTES).await? {
+            Got::Body(body) => body,
+            Got::Status(404) => return Err(missing()),
+            Got::Status(status) => {
+                return Err(InstallError::Fetch {
+                    url: url.to_owned(),
+                    reason: format!("HTTP status {status}"),
+                });
+            }
+        };
+        let text = String::from_utf8_lossy(&body);
+        Ok(crate::json::parse(&text, url)?)
+    }
+
     /// GETs `url` with `accept`, reading at most `limit` bytes.
     pub(crate) async fn get(
         &self,

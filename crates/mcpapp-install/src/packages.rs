@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::error::InstallError;
-use crate::fetch::{Got, Http, MAX_DOCUMENT_BYTES};
+use crate::fetch::Http;
 
 /// One npm version, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,24 +56,13 @@ pub(crate) async fn npm_resolve(
     let url = format!("{}/{}", registry.trim_end_matches('/'), npm_path(name));
     // The abbreviated document: versions with their programs and hashes, without readmes.
     let accept = "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8";
-    let body = match http.get(&url, accept, MAX_DOCUMENT_BYTES).await? {
-        Got::Body(body) => body,
-        Got::Status(404) => {
-            return Err(InstallError::NotFound {
-                what: format!("npm package {name}"),
-                registry: registry.to_owned(),
-                hint: String::new(),
-            });
-        }
-        Got::Status(status) => {
-            return Err(InstallError::Fetch {
-                url,
-                reason: format!("HTTP status {status}"),
-            });
-        }
-    };
-    let text = String::from_utf8_lossy(&body);
-    let document: NpmDocument = crate::json::parse(&text, &url)?;
+    let document: NpmDocument = http
+        .document(&url, accept, || InstallError::NotFound {
+            what: format!("npm package {name}"),
+            registry: registry.to_owned(),
+            hint: String::new(),
+        })
+        .await?;
     let latest = document.dist_tags.get("latest").cloned();
     let Some(wanted) = version.map(str::to_owned).or_else(|| latest.clone()) else {
         return Err(InstallError::NotFound {
@@ -169,27 +158,13 @@ pub(crate) async fn pypi_resolve(
 ) -> Result<PypiVersion, InstallError> {
     let base = base.trim_end_matches('/');
     let url = format!("{base}/pypi/{name}/json");
-    let body = match http
-        .get(&url, "application/json", MAX_DOCUMENT_BYTES)
-        .await?
-    {
-        Got::Body(body) => body,
-        Got::Status(404) => {
-            return Err(InstallError::NotFound {
-                what: format!("PyPI project {name}"),
-                registry: base.to_owned(),
-                hint: String::new(),
-            });
-        }
-        Got::Status(status) => {
-            return Err(InstallError::Fetch {
-                url,
-                reason: format!("HTTP status {status}"),
-            });
-        }
-    };
-    let text = String::from_utf8_lossy(&body);
-    let document: PypiDocument = crate::json::parse(&text, &url)?;
+    let document: PypiDocument = http
+        .document(&url, "application/json", || InstallError::NotFound {
+            what: format!("PyPI project {name}"),
+            registry: base.to_owned(),
+            hint: String::new(),
+        })
+        .await?;
     let latest = document.info.version;
     let wanted = version.map_or_else(|| latest.clone(), str::to_owned);
     let files: Vec<&PypiFile> = document

@@ -360,31 +360,12 @@ impl Installer {
                 Runtime::None,
             ),
         };
-        let draft = Draft {
-            about: About {
-                name: Some(name.to_owned()),
-                version: resolved.version.clone(),
-                ..About::default()
-            },
-            id_hint: id_from_name(name),
-            inputs: Vec::new(),
-            launch: Launch::Stdio {
-                command,
-                in_runtime,
-                args,
-                env: Vec::new(),
-            },
-            runtime,
-            notes: Vec::new(),
-        };
-        Ok((
-            draft,
-            Facts {
-                identifier: name.to_owned(),
-                integrity: resolved.integrity,
-                registry: Some(base.to_owned()),
-                ..Facts::default()
-            },
+        Ok(package_draft(
+            name,
+            resolved.version,
+            resolved.integrity,
+            base,
+            (command, in_runtime, args, runtime),
         ))
     }
 
@@ -418,31 +399,12 @@ impl Installer {
                 Runtime::None,
             ),
         };
-        let draft = Draft {
-            about: About {
-                name: Some(name.to_owned()),
-                version: resolved.version.clone(),
-                ..About::default()
-            },
-            id_hint: id_from_name(name),
-            inputs: Vec::new(),
-            launch: Launch::Stdio {
-                command,
-                in_runtime,
-                args,
-                env: Vec::new(),
-            },
-            runtime,
-            notes: Vec::new(),
-        };
-        Ok((
-            draft,
-            Facts {
-                identifier: name.to_owned(),
-                integrity: resolved.integrity,
-                registry: Some(base.to_owned()),
-                ..Facts::default()
-            },
+        Ok(package_draft(
+            name,
+            resolved.version,
+            resolved.integrity,
+            base,
+            (command, in_runtime, args, runtime),
         ))
     }
 
@@ -572,6 +534,45 @@ pub(crate) struct Facts {
     pub(crate) registry: Option<String>,
     pub(crate) package_type: Option<String>,
     pub(crate) descriptor: Option<(String, String)>,
+}
+
+/// What a package's launch is made of: its command, whether that lies in the vendored
+/// runtime, its arguments, and the runtime to install.
+type PackageLaunch = (String, bool, Vec<ArgGroup>, Runtime);
+
+/// The draft and facts of a package resolved from a registry (npm or PyPI): named after the
+/// package, started as `launch`, no inputs.
+fn package_draft(
+    name: &str,
+    version: String,
+    integrity: Option<String>,
+    registry: &str,
+    (command, in_runtime, args, runtime): PackageLaunch,
+) -> (Draft, Facts) {
+    let draft = Draft {
+        about: About {
+            name: Some(name.to_owned()),
+            version,
+            ..About::default()
+        },
+        id_hint: id_from_name(name),
+        inputs: Vec::new(),
+        launch: Launch::Stdio {
+            command,
+            in_runtime,
+            args,
+            env: Vec::new(),
+        },
+        runtime,
+        notes: Vec::new(),
+    };
+    let facts = Facts {
+        identifier: name.to_owned(),
+        integrity,
+        registry: Some(registry.to_owned()),
+        ..Facts::default()
+    };
+    (draft, facts)
 }
 
 /// A `server.json` package's draft takes the package's command, runner arguments and

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::InstallError;
-use crate::fetch::{Got, Http, MAX_DOCUMENT_BYTES};
+use crate::fetch::Http;
 use crate::server_json::ServerDocument;
 
 /// The `_meta` key under which the official registry (and compatible ones) put their data.
@@ -155,31 +155,17 @@ impl RegistryClient {
             encode(name),
             encode(version.unwrap_or("latest"))
         );
-        let body = match self
+        let answer: EntryAnswer = self
             .http
-            .get(&url, "application/json", MAX_DOCUMENT_BYTES)
-            .await?
-        {
-            Got::Body(body) => body,
-            Got::Status(404) => {
-                return Err(InstallError::NotFound {
-                    what: match version {
-                        Some(v) => format!("version {v} of server {name}"),
-                        None => format!("server {name}"),
-                    },
-                    registry: format!("registry {} ({})", self.name, self.base),
-                    hint: String::new(),
-                });
-            }
-            Got::Status(status) => {
-                return Err(InstallError::Fetch {
-                    url,
-                    reason: format!("HTTP status {status}"),
-                });
-            }
-        };
-        let text = String::from_utf8_lossy(&body);
-        let answer: EntryAnswer = crate::json::parse(&text, &url)?;
+            .document(&url, "application/json", || InstallError::NotFound {
+                what: match version {
+                    Some(v) => format!("version {v} of server {name}"),
+                    None => format!("server {name}"),
+                },
+                registry: format!("registry {} ({})", self.name, self.base),
+                hint: String::new(),
+            })
+            .await?;
         self.entry(&answer, &url)
     }
 
@@ -189,28 +175,14 @@ impl RegistryClient {
     /// [`InstallError::NotFound`] when the registry has no such server.
     pub async fn versions(&self, name: &str) -> Result<Vec<RegistryEntry>, InstallError> {
         let url = format!("{}/v0.1/servers/{}/versions", self.base, encode(name));
-        let body = match self
+        let answer: ListAnswer = self
             .http
-            .get(&url, "application/json", MAX_DOCUMENT_BYTES)
-            .await?
-        {
-            Got::Body(body) => body,
-            Got::Status(404) => {
-                return Err(InstallError::NotFound {
-                    what: format!("server {name}"),
-                    registry: format!("registry {} ({})", self.name, self.base),
-                    hint: String::new(),
-                });
-            }
-            Got::Status(status) => {
-                return Err(InstallError::Fetch {
-                    url,
-                    reason: format!("HTTP status {status}"),
-                });
-            }
-        };
-        let text = String::from_utf8_lossy(&body);
-        let answer: ListAnswer = crate::json::parse(&text, &url)?;
+            .document(&url, "application/json", || InstallError::NotFound {
+                what: format!("server {name}"),
+                registry: format!("registry {} ({})", self.name, self.base),
+                hint: String::new(),
+            })
+            .await?;
         answer
             .servers
             .into_iter()
