@@ -37,3 +37,30 @@ pub(crate) fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> anyhow
     }
     Ok(())
 }
+
+/// Runs `work` on every job, `workers` at a time on scoped threads, and returns the results
+/// in the order they finished.
+pub(crate) fn in_parallel<J: Send, R: Send>(
+    jobs: Vec<J>,
+    workers: usize,
+    work: impl Fn(J) -> R + Sync,
+) -> Vec<R> {
+    use std::sync::{Mutex, PoisonError};
+    let queue = Mutex::new(jobs);
+    let done = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let next = queue.lock().unwrap_or_else(PoisonError::into_inner).pop();
+                    let Some(job) = next else { break };
+                    let result = work(job);
+                    done.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(result);
+                }
+            });
+        }
+    });
+    done.into_inner().unwrap_or_else(PoisonError::into_inner)
+}

@@ -11,7 +11,6 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
@@ -76,28 +75,11 @@ pub(crate) fn run(
         "\n==> {} auth/* client scenario runs, the gateway as the OAuth client, {WORKERS} at a time",
         jobs.len()
     );
-    let queue = Mutex::new(jobs);
-    let done = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..WORKERS {
-            scope.spawn(|| {
-                loop {
-                    let next = queue
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .pop();
-                    let Some(job) = next else { break };
-                    let exited_ok = run_one(kit, command, &job);
-                    done.lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .push((job, exited_ok));
-                }
-            });
-        }
+    let done = crate::util::in_parallel(jobs, WORKERS, |job| {
+        let exited_ok = run_one(kit, command, &job);
+        (job, exited_ok)
     });
     let mut outcomes: Vec<Outcome> = done
-        .into_inner()
-        .unwrap_or_default()
         .into_iter()
         .map(|(job, exited_ok)| {
             // The suite writes `auth/*` results under `OUT/auth/NAME-STAMP`.

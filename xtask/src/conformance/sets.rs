@@ -28,7 +28,6 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use anyhow::{Context, ensure};
@@ -386,36 +385,18 @@ fn client_side(
         shared.len(),
         alone.len()
     );
-    let queue = Mutex::new(shared);
-    let failures = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..WORKERS {
-            scope.spawn(|| {
-                loop {
-                    let next = queue
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .pop();
-                    let Some(job) = next else { break };
-                    if let Err(err) = client_run(kit, &job) {
-                        failures
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .push(format!("{err:#}"));
-                    }
-                }
-            });
-        }
-    });
+    let mut failures: Vec<String> =
+        crate::util::in_parallel(shared, WORKERS, |job| client_run(kit, &job).err())
+            .into_iter()
+            .flatten()
+            .map(|err| format!("{err:#}"))
+            .collect();
     for job in &alone {
         if let Err(err) = client_run(kit, job) {
-            failures
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(format!("{err:#}"));
+            failures.push(format!("{err:#}"));
         }
     }
-    for failure in failures.into_inner().unwrap_or_default() {
+    for failure in failures {
         // The scenario then has no result, which its cell shows.
         println!("  {failure}");
     }
