@@ -1,5 +1,6 @@
 //! Style rules that `cargo test` enforces on the whole workspace (see docs/architecture.md):
-//! every Rust file opens with a `//!` doc saying what it is for, no test is switched off, no
+//! every Rust file opens with a `//!` doc saying what it is for, no test is switched off,
+//! `unsafe` is allowed in one file only (the sandbox's fork-to-exec hook), no
 //! library file holds over 1,000 lines of non-test code nor a function over 120 lines, and
 //! the architecture document stays a map: under 30 KB, naming every crate and every
 //! top-level module.
@@ -85,6 +86,59 @@ mod tests {
             "ignored tests are not allowed (fix or delete them):\n{}",
             offenders.join("\n")
         );
+    }
+
+    /// The one file that may allow `unsafe_code` (denied workspace-wide): an app's process
+    /// confines itself between `fork` and `exec` (its module doc says why and how).
+    const UNSAFE_FILE: &str = "crates/mcpapp-sandbox/src/confine.rs";
+
+    #[test]
+    fn unsafe_code_is_allowed_in_one_file_only() {
+        let allow = ["allow(", "unsafe_code)"].concat();
+        let expect = ["expect(", "unsafe_code)"].concat();
+        let offenders: Vec<String> = workspace_files()
+            .into_iter()
+            .filter(|path| relative(path) != UNSAFE_FILE)
+            .filter(|path| {
+                std::fs::read_to_string(path)
+                    .is_ok_and(|text| text.contains(&allow) || text.contains(&expect))
+            })
+            .map(|path| relative(&path))
+            .collect();
+        assert!(
+            offenders.is_empty(),
+            "only {UNSAFE_FILE} may allow unsafe code:\n{}",
+            offenders.join("\n")
+        );
+        let confine = std::fs::read_to_string(root().join(UNSAFE_FILE)).unwrap();
+        assert!(
+            confine.contains(&allow),
+            "{UNSAFE_FILE} no longer needs its exception"
+        );
+        // Every `unsafe` block there says why it is sound.
+        assert_eq!(
+            confine.matches("unsafe {").count(),
+            confine.matches("// SAFETY:").count(),
+            "each unsafe block in {UNSAFE_FILE} needs a `// SAFETY:` comment"
+        );
+        // The workspace denies it, and no crate lowers that.
+        let workspace = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+        assert!(workspace.contains("unsafe_code = \"deny\""));
+        let mut manifests = Vec::new();
+        for dir in ["crates", "apps", "test-apps", "xtask"] {
+            for entry in std::fs::read_dir(root().join(dir))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                manifests.push(entry.path().join("Cargo.toml"));
+            }
+        }
+        manifests.push(root().join("xtask/Cargo.toml"));
+        for manifest in manifests {
+            let text = std::fs::read_to_string(&manifest).unwrap_or_default();
+            assert!(!text.contains("unsafe_code"), "{}", manifest.display());
+        }
     }
 
     /// The library crates' source files that are not test modules of their own

@@ -15,10 +15,9 @@ mod progress;
 mod remote;
 
 fn main() -> ExitCode {
-    // `serve` starts this executable again, before each stdio app, as the launcher that
-    // confines itself and then becomes the app (and once as the kernel probe); those copies
-    // do nothing else, and must run before any thread starts.
-    if let Some(code) = mcpapp_sandbox::run_launcher_if_requested() {
+    // `serve` starts this executable again, once, as the sandbox's kernel probe, which tries
+    // Landlock and seccomp on itself; that copy does nothing else.
+    if let Some(code) = mcpapp_sandbox::run_probe_if_requested() {
         return code;
     }
     // `serve` starts this executable again as its keeper (the process that kills every app

@@ -1,18 +1,20 @@
 //! Confines stdio MCP Apps on Linux: each app runs in a sandbox of its own, built from what
-//! the operator granted it and what it asked for, applied by a launcher before the app's
-//! program starts.
+//! the operator granted it and what it asked for, applied by the app's own process between
+//! `fork` and `exec`, before the app's program starts.
 //!
 //! - [`compile`] turns an app's resolved settings ([`AppIsolation`](mcpapp_manifest::AppIsolation))
 //!   and the facts of its launch into the exact rules ([`SandboxPolicy`]): paths to read,
 //!   execute or write, TCP ports, socket families, resource limits. Pure, tested as text.
-//! - [`run_launcher_if_requested`] is the launcher: the gateway's own executable started
-//!   again with [`LAUNCHER_ARG`], which applies resource limits, drops every capability, sets
-//!   `no_new_privs`, applies Landlock (files, TCP ports, signal and abstract-socket scopes)
-//!   and a seccomp filter to itself, then executes the app in its place, keeping its process
-//!   id and group.
-//! - [`Sandbox`] is the gateway's side: it probes the kernel once, makes each app's state
-//!   folder (its `HOME` and `TMPDIR`), starts an [`EgressProxy`] for apps with host grants,
-//!   and prepares the launcher's command line and the [`SandboxReport`] of what applies.
+//! - [`Confinement`] is those rules made ready in the gateway (a Landlock ruleset, seccomp
+//!   programs, limits); [`Confinement::install`] hooks it into the app's `Command`, and the
+//!   forked child applies resource limits, drops every capability, sets `no_new_privs`,
+//!   applies Landlock (files, TCP ports, signal and abstract-socket scopes) and the seccomp
+//!   filters, checks its status, and only then executes the app, which keeps its process id
+//!   and group. The crate's one `unsafe` (see `confine.rs`).
+//! - [`Sandbox`] is the gateway's side: it probes the kernel once
+//!   ([`run_probe_if_requested`]), makes each app's state folder (its `HOME` and `TMPDIR`),
+//!   starts an [`EgressProxy`] for apps with host grants, and prepares each launch: the
+//!   program, the [`Confinement`] and the [`SandboxReport`] of what applies.
 //!
 //! Elsewhere than Linux everything compiles: `enforce` refuses to start apps and
 //! `best-effort` runs them unconfined, saying so in the report.
@@ -26,8 +28,8 @@
 //! use mcpapp_sandbox::{LaunchRequest, Sandbox};
 //!
 //! fn main() -> ExitCode {
-//!     // First thing: this executable may have been started as the launcher or the probe.
-//!     if let Some(code) = mcpapp_sandbox::run_launcher_if_requested() {
+//!     // First thing: this executable may have been started as the kernel probe.
+//!     if let Some(code) = mcpapp_sandbox::run_probe_if_requested() {
 //!         return code;
 //!     }
 //!     let sandbox = Sandbox::current_exe().expect("this executable").protect_ports([8787]);
@@ -42,29 +44,44 @@
 //!             path: Some(std::ffi::OsStr::new("/usr/bin")),
 //!         })
 //!         .expect("a kernel with Landlock ABI 6");
-//!     // Start `prepared.program` with `prepared.args`, the app's environment and
-//!     // `prepared.env` over it; keep `prepared.proxy` while it runs.
-//!     println!("{} {:?}", prepared.program.display(), prepared.report.status);
+//!     let mut command = std::process::Command::new(&prepared.program);
+//!     command.args(&prepared.args).envs(prepared.env.iter().map(|(k, v)| (k, v)));
+//!     let hook = match &prepared.confinement {
+//!         Some(confinement) => Some(confinement.install(&mut command).expect("a pipe")),
+//!         None => None,
+//!     };
+//!     // Keep `prepared.proxy` while the app runs.
+//!     match command.spawn() {
+//!         Ok(child) => println!("{} runs confined: {:?}", child.id(), prepared.report.status),
+//!         Err(e) => match hook {
+//!             Some(hook) => eprintln!("{}", hook.explain(e)),
+//!             None => eprintln!("{e}"),
+//!         },
+//!     }
 //!     ExitCode::SUCCESS
 //! }
 //! ```
 #![warn(missing_docs)]
 
-mod launcher;
+#[cfg(target_os = "linux")]
+mod confine;
+#[cfg(not(target_os = "linux"))]
+#[path = "confine_elsewhere.rs"]
+mod confine;
 mod policy;
+mod probe;
 mod proxy;
 mod report;
 mod runtime;
 #[cfg(target_os = "linux")]
 mod seccomp;
 
-pub use launcher::{
-    EXIT_EXEC, EXIT_SANDBOX, KernelSupport, LAUNCHER_ARG, PROBE_ARG, run_launcher_if_requested,
-};
+pub use confine::{Confinement, Hook};
 pub use policy::{
     DEVICES_READ, ETC_READ, FULL_ABI, InetSockets, LaunchFacts, OTHER_READ, PathAccess, PathRule,
     PortRule, SYSTEM_EXECUTE, SandboxPolicy, compile,
 };
+pub use probe::{KernelSupport, PROBE_ARG, run_probe_if_requested};
 pub use proxy::EgressProxy;
 pub use report::{PathReport, SandboxReport, SandboxStatus};
 pub use runtime::{ASSUME_ABI_ENV, LaunchRequest, Prepared, Sandbox, SandboxError};

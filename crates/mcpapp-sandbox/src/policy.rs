@@ -1,5 +1,5 @@
 //! The pure policy model: an app's resolved isolation settings and the facts of its launch
-//! become the exact rules the launcher applies ([`SandboxPolicy`]), with no I/O, so that the
+//! become the exact rules an app's process applies ([`SandboxPolicy`]), with no I/O, so that the
 //! rules a setting yields are tested as text.
 
 use std::collections::BTreeSet;
@@ -109,7 +109,7 @@ pub enum InetSockets {
     Any,
 }
 
-/// The exact sandbox the launcher applies to itself before it executes the app.
+/// The exact sandbox an app's process applies to itself before it executes the app.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxPolicy {
@@ -152,7 +152,7 @@ pub struct LaunchFacts<'a> {
 }
 
 /// Builds the rules of an app from its settings and launch facts. `isolation.mode` must not be
-/// [`IsolationMode::Off`] (an app that is off gets no launcher).
+/// [`IsolationMode::Off`] (an app that is off is not confined).
 pub fn compile(isolation: &AppIsolation, facts: &LaunchFacts<'_>) -> SandboxPolicy {
     let mut paths: BTreeSet<PathRule> = BTreeSet::new();
     let mut add = |path: &Path, access: PathAccess| {

@@ -1,7 +1,7 @@
-//! The gateway's side: [`Sandbox`] knows the launcher, what the kernel offers, the state
+//! The gateway's side: [`Sandbox`] knows what the kernel offers (from the probe), the state
 //! directory and the gateway's own ports, and turns one app's launch into a confined one
-//! ([`Sandbox::prepare`]): its state folder, its egress proxy, the launcher's command line
-//! and the report of what will apply.
+//! ([`Sandbox::prepare`]): its state folder, its egress proxy, the [`Confinement`] its child
+//! applies before it executes the app, and the report of what will apply.
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -11,10 +11,11 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use mcpapp_manifest::{AppIsolation, IsolationMode};
 use tracing::{info, warn};
 
-use crate::launcher::{KernelSupport, LAUNCHER_ARG, PROBE_ARG};
+use crate::confine::Confinement;
 use crate::policy::{
     DEVICES_READ, ETC_READ, FULL_ABI, LaunchFacts, OTHER_READ, SYSTEM_EXECUTE, compile,
 };
+use crate::probe::{KernelSupport, PROBE_ARG};
 use crate::proxy::EgressProxy;
 use crate::report::SandboxReport;
 
@@ -41,14 +42,18 @@ pub struct LaunchRequest<'a> {
     pub path: Option<&'a OsStr>,
 }
 
-/// A confined launch: what to start instead, what to add to the environment, and the report.
+/// A confined launch: what to start, what to add to the environment, how the child confines
+/// itself, and the report.
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct Prepared {
-    /// The program to start (the launcher, or the app itself when unconfined).
+    /// The program to start (resolved on the app's `PATH` when confined).
     pub program: PathBuf,
     /// Its arguments.
     pub args: Vec<OsString>,
+    /// What the child applies to itself before it executes `program`
+    /// ([`Confinement::install`] on the command); `None` when unconfined.
+    pub confinement: Option<Arc<Confinement>>,
     /// Variables set over the app's environment (`HOME`, `TMPDIR`, the proxy variables).
     pub env: Vec<(OsString, OsString)>,
     /// What applies.
@@ -83,12 +88,22 @@ pub enum SandboxError {
     /// The egress proxy could not listen.
     #[error("cannot start the egress proxy: {0}")]
     Proxy(String),
+    /// The rules could not be prepared (a Landlock ruleset or seccomp filter the kernel
+    /// refuses).
+    #[error("cannot prepare the sandbox of McpApp '{app_id}': {reason}")]
+    Confine {
+        /// The app.
+        app_id: String,
+        /// Why.
+        reason: String,
+    },
 }
 
-/// The gateway's sandbox: launcher, kernel support, state directory, protected ports.
+/// The gateway's sandbox: kernel support, state directory, protected ports.
 #[derive(Debug)]
 pub struct Sandbox {
-    launcher: PathBuf,
+    /// The program started once with [`PROBE_ARG`].
+    prober: PathBuf,
     kernel: OnceLock<KernelSupport>,
     /// The probe started with the sandbox, so that its answer is ready when the first app
     /// starts instead of delaying it.
@@ -101,20 +116,20 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// A sandbox whose launcher is `launcher` (an executable that calls
-    /// [`run_launcher_if_requested`](crate::run_launcher_if_requested) first in `main`).
-    /// The kernel probe starts at once, in the background.
-    pub fn new(launcher: impl Into<PathBuf>) -> Self {
-        let launcher = launcher.into();
+    /// A sandbox whose kernel probe is `prober` (an executable that calls
+    /// [`run_probe_if_requested`](crate::run_probe_if_requested) first in `main`). The probe
+    /// starts at once, in the background.
+    pub fn new(prober: impl Into<PathBuf>) -> Self {
+        let prober = prober.into();
         let probing = {
-            let launcher = launcher.clone();
+            let prober = prober.clone();
             std::thread::Builder::new()
                 .name("mcpapp-sandbox-probe".to_owned())
-                .spawn(move || probe(&launcher))
+                .spawn(move || probe(&prober))
                 .ok()
         };
         Self {
-            launcher,
+            prober,
             kernel: OnceLock::new(),
             probing: Mutex::new(probing),
             protected_ports: Vec::new(),
@@ -137,7 +152,7 @@ impl Sandbox {
         })
     }
 
-    /// A sandbox whose launcher is this very executable (`/proc/self/exe` where it exists,
+    /// A sandbox whose probe is this very executable (`/proc/self/exe` where it exists,
     /// which still works after the file was replaced).
     ///
     /// # Errors
@@ -158,12 +173,7 @@ impl Sandbox {
         self
     }
 
-    /// The launcher program.
-    pub fn launcher(&self) -> &Path {
-        &self.launcher
-    }
-
-    /// What the kernel offers, probed once (by running the launcher with [`PROBE_ARG`]) and
+    /// What the kernel offers, probed once (by running the prober with [`PROBE_ARG`]) and
     /// lowered by [`ASSUME_ABI_ENV`] when set.
     pub fn kernel(&self) -> KernelSupport {
         *self.kernel.get_or_init(|| {
@@ -174,7 +184,7 @@ impl Sandbox {
                 .take();
             let mut support = started
                 .and_then(|probing| probing.join().ok())
-                .unwrap_or_else(|| probe(&self.launcher));
+                .unwrap_or_else(|| probe(&self.prober));
             if let Some(assumed) = std::env::var(ASSUME_ABI_ENV)
                 .ok()
                 .and_then(|v| v.trim().parse::<u8>().ok())
@@ -229,8 +239,8 @@ impl Sandbox {
             .unwrap_or_default())
     }
 
-    /// Prepares one launch: the launcher's command line, the environment it adds, the report,
-    /// and the egress proxy when the app has host grants. Must be called within a Tokio
+    /// Prepares one launch: the program, the environment it adds, the confinement, the
+    /// report, and the egress proxy when the app has host grants. Must be called within a Tokio
     /// runtime when the app has host grants.
     ///
     /// # Errors
@@ -278,10 +288,11 @@ impl Sandbox {
             None => rule.path.exists(),
         });
         policy.limits.open_files = policy.limits.open_files.min(open_files_hard_limit());
-        let json = serde_json::to_string(&policy).unwrap_or_default();
-        let mut args: Vec<OsString> = vec![LAUNCHER_ARG.into(), json.into(), "--".into()];
-        args.push(program.into_os_string());
-        args.extend(request.args.iter().map(OsString::from));
+        let confinement =
+            Confinement::prepare(&policy).map_err(|reason| SandboxError::Confine {
+                app_id: request.app_id.to_owned(),
+                reason,
+            })?;
         let mut env: Vec<(OsString, OsString)> = vec![
             ("HOME".into(), home.clone().into_os_string()),
             ("TMPDIR".into(), tmp.clone().into_os_string()),
@@ -306,8 +317,9 @@ impl Sandbox {
             );
         }
         Ok(Prepared {
-            program: self.launcher.clone(),
-            args,
+            program,
+            args: request.args.iter().map(OsString::from).collect(),
+            confinement: Some(Arc::new(confinement)),
             env,
             report,
             proxy,
@@ -327,6 +339,7 @@ impl Sandbox {
         let unconfined = |report: SandboxReport| Prepared {
             program: request.program.to_path_buf(),
             args: request.args.iter().map(OsString::from).collect(),
+            confinement: None,
             env: Vec::new(),
             report,
             proxy: None,
@@ -433,7 +446,7 @@ fn is_executable(path: &Path) -> bool {
     }
 }
 
-/// This process's hard limit of open files, which the launcher inherits and cannot raise.
+/// This process's hard limit of open files, which its children inherit and cannot raise.
 fn open_files_hard_limit() -> u64 {
     #[cfg(target_os = "linux")]
     {
@@ -447,8 +460,8 @@ fn open_files_hard_limit() -> u64 {
     }
 }
 
-/// Runs `launcher --mcpapp-sandbox-probe` and reads its answer; nothing on failure.
-fn probe(launcher: &Path) -> KernelSupport {
+/// Runs `prober --mcpapp-sandbox-probe` and reads its answer; nothing on failure.
+fn probe(prober: &Path) -> KernelSupport {
     let nothing = KernelSupport {
         landlock_abi: 0,
         seccomp: false,
@@ -456,7 +469,7 @@ fn probe(launcher: &Path) -> KernelSupport {
     // The one process this crate starts: the gateway's own executable, once, to ask the
     // kernel what it supports (docs/architecture.md).
     #[allow(clippy::disallowed_methods)]
-    let output = std::process::Command::new(launcher)
+    let output = std::process::Command::new(prober)
         .arg(PROBE_ARG)
         .env_clear()
         .stdin(std::process::Stdio::null())
@@ -469,7 +482,7 @@ fn probe(launcher: &Path) -> KernelSupport {
         Ok(output) => {
             warn!(
                 "the sandbox probe {} ended with {}; apps get no sandbox",
-                launcher.display(),
+                prober.display(),
                 output.status
             );
             nothing
@@ -477,7 +490,7 @@ fn probe(launcher: &Path) -> KernelSupport {
         Err(err) => {
             warn!(
                 "cannot run the sandbox probe {}: {err}; apps get no sandbox",
-                launcher.display()
+                prober.display()
             );
             nothing
         }

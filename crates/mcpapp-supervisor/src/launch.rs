@@ -9,9 +9,9 @@
 //! and so do `secret:NAME` references, through the gateway's secret store, for this app only.
 //!
 //! A stdio app's command line then goes through the sandbox (`mcpapp-sandbox`): unless its
-//! isolation is off, the gateway's own executable is started in its place as the launcher
-//! that confines itself and executes the app, with the app's `HOME` and `TMPDIR` (and its
-//! egress proxy) set over its environment.
+//! isolation is off, its start carries a confinement that the forked child applies to itself
+//! before it executes the app, with the app's `HOME` and `TMPDIR` (and its egress proxy) set
+//! over its environment.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -206,6 +206,20 @@ fn command_path(command: &str, root: &Path) -> PathBuf {
     }
 }
 
+/// The report of a stdio app started by a supervisor without a sandbox.
+fn no_sandbox(mode: IsolationMode) -> SandboxReport {
+    match mode {
+        IsolationMode::Off => SandboxReport::none(
+            IsolationMode::Off,
+            "isolation is off for this app (Isolation.Mode)",
+        ),
+        mode => SandboxReport::none(
+            mode,
+            "this supervisor has no sandbox (SupervisorBuilder::sandbox)",
+        ),
+    }
+}
+
 /// Plans the launch of `spec`, whose manifest lives in `root`, inheriting what
 /// `inheritance` names.
 pub(crate) fn plan(
@@ -251,43 +265,30 @@ pub(crate) fn plan(
             env_vars.retain(|(k, _)| !own.iter().any(|(o, _)| o == k));
             env_vars.extend(own);
             let program = command_path(command, root);
-            let prepared = match &env.sandbox {
-                Some(sandbox) => {
-                    let path = env_vars.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v);
-                    sandbox
-                        .prepare(&LaunchRequest {
-                            app_id: spec.id.as_str(),
-                            isolation: &spec.isolation,
-                            app_dir: root,
-                            program: &program,
-                            args: &args,
-                            path: path.map(OsString::as_os_str),
-                        })
-                        .map_err(|e| e.to_string())?
-                }
-                None => {
-                    let report = match spec.isolation.mode {
-                        IsolationMode::Off => SandboxReport::none(
-                            IsolationMode::Off,
-                            "isolation is off for this app (Isolation.Mode)",
-                        ),
-                        mode => SandboxReport::none(
-                            mode,
-                            "this supervisor has no sandbox launcher (SupervisorBuilder::sandbox)",
-                        ),
-                    };
-                    return Ok(LaunchPlan::Stdio(StdioSpawn {
-                        program,
-                        args: args.iter().map(OsString::from).collect(),
-                        cwd,
-                        env: env_vars,
-                        stderr: stderr.clone(),
-                        processes: processes.clone(),
-                        sandbox: Box::new(report),
-                        proxy: None,
-                    }));
-                }
+            let Some(sandbox) = &env.sandbox else {
+                return Ok(LaunchPlan::Stdio(StdioSpawn {
+                    program,
+                    args: args.iter().map(OsString::from).collect(),
+                    cwd,
+                    env: env_vars,
+                    stderr: stderr.clone(),
+                    processes: processes.clone(),
+                    sandbox: Box::new(no_sandbox(spec.isolation.mode)),
+                    confinement: None,
+                    proxy: None,
+                }));
             };
+            let path = env_vars.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v);
+            let prepared = sandbox
+                .prepare(&LaunchRequest {
+                    app_id: spec.id.as_str(),
+                    isolation: &spec.isolation,
+                    app_dir: root,
+                    program: &program,
+                    args: &args,
+                    path: path.map(OsString::as_os_str),
+                })
+                .map_err(|e| e.to_string())?;
             // The sandbox's HOME, TMPDIR and proxy settings win over inherited and own ones.
             env_vars.retain(|(k, _)| !prepared.env.iter().any(|(s, _)| s == k));
             env_vars.extend(prepared.env);
@@ -299,6 +300,7 @@ pub(crate) fn plan(
                 stderr: stderr.clone(),
                 processes: processes.clone(),
                 sandbox: Box::new(prepared.report),
+                confinement: prepared.confinement,
                 proxy: prepared.proxy,
             }))
         }

@@ -101,8 +101,8 @@ impl SupervisorBuilder {
 
     /// Confines every stdio app in a sandbox of its own (see `mcpapp_sandbox`): its isolation
     /// settings (`McpApps.Isolation`, which discovery resolves into each app's spec) are
-    /// applied by the launcher `sandbox` names. Without one, stdio apps run unconfined and
-    /// their snapshot says so.
+    /// applied by each app's process before its program runs. Without one, stdio apps run
+    /// unconfined and their snapshot says so.
     pub fn sandbox(mut self, sandbox: mcpapp_sandbox::Sandbox) -> Self {
         self.env.sandbox = Some(Arc::new(sandbox));
         self

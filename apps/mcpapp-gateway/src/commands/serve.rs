@@ -62,9 +62,10 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             "cannot hide the gateway's process from its apps ({err}); apps of the same user could read its environment through /proc"
         );
     }
-    // Each stdio app starts through this executable as its launcher, which confines it.
+    // Each stdio app confines itself as it starts; this executable, run once as the probe,
+    // tells what the kernel offers.
     let sandbox = mcpapp_sandbox::Sandbox::current_exe().unwrap_or_else(|err| {
-        warn!("cannot find this executable to launch apps in their sandbox ({err}); sandboxed apps will fail to start");
+        warn!("cannot find this executable to probe the kernel's sandbox support ({err}); sandboxed apps will fail to start");
         mcpapp_sandbox::Sandbox::new("/proc/self/exe")
     });
     builder = builder.sandbox(sandbox);

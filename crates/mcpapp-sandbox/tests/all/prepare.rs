@@ -1,11 +1,11 @@
 //! Launches prepared by `Sandbox::prepare`, with the gateway's real executable as the
-//! launcher (and so its real kernel probe).
+//! kernel probe, and started for real through their confinement.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use mcpapp_manifest::{AppIsolation, HostPort, IsolationMode, NetworkAccess};
-use mcpapp_sandbox::{LAUNCHER_ARG, LaunchRequest, Sandbox, SandboxError, SandboxStatus};
+use mcpapp_sandbox::{LaunchRequest, Sandbox, SandboxError, SandboxStatus};
 
 fn sandbox() -> Sandbox {
     Sandbox::new(mcpapp_testkit::bin("mcpapp-gateway")).protect_ports([8787, 8788])
@@ -23,23 +23,31 @@ fn request<'a>(isolation: &'a AppIsolation, app_dir: &'a Path) -> LaunchRequest<
 }
 
 #[test]
-fn an_app_starts_through_the_launcher_with_folders_of_its_own_and_a_report() {
+fn an_app_starts_confined_with_folders_of_its_own_and_a_report() {
     let dir = tempfile::tempdir().unwrap();
     let mut isolation = AppIsolation::new(IsolationMode::Enforce);
     isolation.state_directory = Some(dir.path().join("state"));
     let app_dir = dir.path().join("apps/notes");
     std::fs::create_dir_all(&app_dir).unwrap();
+    let secret = dir.path().join("beside-the-config.txt");
+    std::fs::write(&secret, "not for apps").unwrap();
     let sandbox = sandbox();
-    let prepared = sandbox.prepare(&request(&isolation, &app_dir)).unwrap();
-    assert_eq!(prepared.program, sandbox.launcher());
-    assert_eq!(prepared.args[0], LAUNCHER_ARG);
-    assert_eq!(prepared.args[2], "--");
-    assert!(
-        Path::new(&prepared.args[3]).is_absolute(),
-        "{:?}",
-        prepared.args
+    let script = format!(
+        "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; ulimit -c; \
+         cat {} 2>/dev/null || echo refused; echo ok > \"$HOME/written\" && echo wrote",
+        secret.display()
     );
-    assert!(Path::new(&prepared.args[3]).ends_with("sh"));
+    let args = ["-c".to_owned(), script];
+    let prepared = sandbox
+        .prepare(&LaunchRequest {
+            args: &args,
+            ..request(&isolation, &app_dir)
+        })
+        .unwrap();
+    // The program itself, found on the app's PATH; no second program in between.
+    assert!(prepared.program.is_absolute(), "{:?}", prepared.program);
+    assert!(prepared.program.ends_with("sh"));
+    assert_eq!(prepared.args, args.map(std::ffi::OsString::from));
     // One folder of its own is its HOME and its TMPDIR, private to the gateway's user.
     let home = dir.path().join("state/apps/notes");
     assert_eq!(
@@ -49,7 +57,7 @@ fn an_app_starts_through_the_launcher_with_folders_of_its_own_and_a_report() {
             ("TMPDIR".into(), home.clone().into_os_string()),
         ]
     );
-    for folder in [dir.path().join("state"), home] {
+    for folder in [dir.path().join("state"), home.clone()] {
         let mode = std::fs::metadata(&folder).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700, "{}", folder.display());
     }
@@ -60,13 +68,39 @@ fn an_app_starts_through_the_launcher_with_folders_of_its_own_and_a_report() {
     assert!(report.paths.iter().any(|p| p.path == app_dir));
     assert!(report.paths.iter().all(|p| p.path.exists()), "{report:?}");
     assert!(prepared.proxy.is_none());
-    // The policy the launcher gets is the one reported.
-    let policy: serde_json::Value =
-        serde_json::from_str(prepared.args[1].to_str().unwrap()).unwrap();
-    assert_eq!(policy["enforce"], true);
+
+    // Started for real, as the supervisor does: the child confines itself before the shell
+    // runs.
+    #[allow(clippy::disallowed_methods)]
+    let mut command = std::process::Command::new(&prepared.program);
+    command
+        .args(&prepared.args)
+        .current_dir(&app_dir)
+        .env_clear()
+        .envs(prepared.env.iter().map(|(k, v)| (k, v)));
+    let confinement = prepared.confinement.as_ref().expect("a confinement");
+    let _hook = confinement.install(&mut command).unwrap();
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout} {output:?}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:\t0\t"));
+    let bounding = if root { "0000000000000000" } else { "" };
+    assert_eq!(lines[0], "CapEff:\t0000000000000000", "{stdout}");
+    assert!(
+        lines[1].starts_with("CapBnd:\t") && lines[1].ends_with(bounding),
+        "{stdout}"
+    );
     assert_eq!(
-        policy["paths"].as_array().unwrap().len(),
-        report.paths.len()
+        lines[2..],
+        ["NoNewPrivs:\t1", "Seccomp:\t2", "0", "refused", "wrote"]
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join("written")).unwrap(),
+        "ok\n"
     );
 }
 
@@ -107,10 +141,10 @@ fn isolation_off_starts_the_program_itself() {
 }
 
 #[test]
-fn without_a_launcher_enforce_refuses_and_best_effort_says_what_is_missing() {
+fn without_a_probe_enforce_refuses_and_best_effort_says_what_is_missing() {
     let dir = tempfile::tempdir().unwrap();
-    // A launcher that is not there: the probe finds nothing (no Landlock, no seccomp).
-    let sandbox = Sandbox::new(dir.path().join("no-such-launcher"));
+    // A probe that is not there finds nothing (no Landlock, no seccomp).
+    let sandbox = Sandbox::new(dir.path().join("no-such-probe"));
     let mut isolation = AppIsolation::new(IsolationMode::Enforce);
     isolation.state_directory = Some(dir.path().to_path_buf());
     let err = sandbox

@@ -208,8 +208,11 @@ pub(crate) struct StdioSpawn {
     pub(crate) env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
     pub(crate) stderr: StderrTail,
     pub(crate) processes: ProcessTable,
-    /// The sandbox this start applies (`program` is its launcher unless isolation is off).
+    /// The sandbox this start applies.
     pub(crate) sandbox: Box<mcpapp_sandbox::SandboxReport>,
+    /// What the child applies to itself before it executes `program` (none when isolation
+    /// is off).
+    pub(crate) confinement: Option<Arc<mcpapp_sandbox::Confinement>>,
     /// The app's egress proxy, kept while the child lives.
     pub(crate) proxy: Option<Arc<mcpapp_sandbox::EgressProxy>>,
 }
@@ -304,7 +307,8 @@ pub(crate) fn spawn(spec: &StdioSpawn, events: LinkEvents) -> std::io::Result<St
     })
 }
 
-/// Starts the process: its own environment only, piped standard streams, its own group.
+/// Starts the process: its own environment only, piped standard streams, its own group, and
+/// confined by its sandbox before the program runs.
 fn start_child(spec: &StdioSpawn) -> std::io::Result<tokio::process::Child> {
     // The supervisor is the one crate allowed to start processes (see docs/architecture.md).
     #[allow(clippy::disallowed_methods)]
@@ -322,7 +326,14 @@ fn start_child(spec: &StdioSpawn) -> std::io::Result<tokio::process::Child> {
         // Ctrl-C at the gateway's terminal does not reach it directly.
         .process_group(0)
         .kill_on_drop(true);
-    command.spawn()
+    let hook = match &spec.confinement {
+        Some(confinement) => Some(confinement.install(command.as_std_mut())?),
+        None => None,
+    };
+    command.spawn().map_err(|error| match hook {
+        Some(hook) => hook.explain(error),
+        None => error,
+    })
 }
 
 /// Writes queued lines to the child's stdin until the link lets go of the sender or the pipe
