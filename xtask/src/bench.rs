@@ -679,12 +679,22 @@ fn machine() -> Value {
 
 pub(crate) fn print_startup(startups: &[Value]) {
     let values = |f: &dyn Fn(&Value) -> Option<f64>| -> String {
-        let list: Vec<f64> = startups.iter().filter_map(f).collect();
-        let min = list.iter().copied().reduce(f64::min);
-        let max = list.iter().copied().reduce(f64::max);
-        match (min, max) {
-            (Some(a), Some(b)) if (a - b).abs() < f64::EPSILON => format!("{a}"),
-            (Some(a), Some(b)) => format!("{a}–{b}"),
+        let mut list: Vec<f64> = startups.iter().filter_map(f).collect();
+        list.sort_by(f64::total_cmp);
+        // The median says more than the extremes on a loaded machine.
+        let median = match list.len() {
+            0 => None,
+            n if n % 2 == 1 => list.get(n / 2).copied(),
+            n => list
+                .get(n / 2 - 1)
+                .zip(list.get(n / 2))
+                .map(|(a, b)| (a + b) / 2.0),
+        };
+        match (list.first(), list.last(), median) {
+            (Some(a), Some(b), _) if (a - b).abs() < f64::EPSILON => format!("{a}"),
+            (Some(a), Some(b), Some(m)) => {
+                format!("{a}–{b} (median {})", (m * 1000.0).round() / 1000.0)
+            }
             _ => "?".to_owned(),
         }
     };
@@ -722,6 +732,18 @@ pub(crate) fn print_startup(startups: &[Value]) {
         println!(
             "| isolation on / off, its own times (ratio) | {} |",
             values(&|s| s["isolationRatio"]["own"].as_f64())
+        );
+        println!(
+            "| gateway and apps: CPU until all Running, isolation on (ms) | {} |",
+            values(&|s| s["gateway"]["cpuMs"].as_f64())
+        );
+        println!(
+            "| gateway and apps: CPU until all Running, isolation off (ms) | {} |",
+            values(&|s| s["gatewayIsolationOff"]["cpuMs"].as_f64())
+        );
+        println!(
+            "| isolation on / off, CPU (ratio) | {} |",
+            values(&|s| s["isolationRatio"]["cpu"].as_f64())
         );
     }
     println!(
