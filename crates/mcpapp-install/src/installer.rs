@@ -169,6 +169,12 @@ pub struct Installed {
     pub probe: Option<ProbeResult>,
     /// The names of the secrets kept for it in the store.
     pub secret_names: Vec<String>,
+    /// The permissions its manifest requests.
+    pub requested: Vec<crate::Permission>,
+    /// The requests the configuration the installer was built with does not grant, each as
+    /// discovery reports it (naming the setting that would grant it): until they are granted,
+    /// the app is invalid and does not run.
+    pub ungranted: Vec<String>,
 }
 
 impl Installer {
@@ -379,6 +385,12 @@ impl Installer {
             .render(&plan.id, &runtime_rel, values, &plan.extra_args)
             .map_err(InstallError::Unsupported)?;
         let mut manifest = rendered.manifest;
+        let requested: Vec<crate::Permission> = plan
+            .permission_requests(values)
+            .into_iter()
+            .map(|r| r.permission)
+            .collect();
+        manifest.permissions = crate::permissions::request_of(&requested);
         let mut secrets = rendered.secrets;
         let mut record = InstallRecord {
             source: plan.source_kind.to_owned(),
@@ -443,6 +455,10 @@ impl Installer {
         };
         let manifest_path = folder.join(MANIFEST_FILE_NAME);
         write_atomic(&manifest_path, manifest.to_json_pretty().as_bytes())?;
+        let ungranted = self
+            .discovery()
+            .map(|d| d.ungranted_permissions(&plan.id, &manifest))
+            .unwrap_or_default();
         let previous_version = plan.update_of.as_ref().map(|a| a.record.version.clone());
         // The old version's runtime is no longer used by anything.
         if let Some(previous) = &plan.update_of {
@@ -467,6 +483,8 @@ impl Installer {
             previous_version,
             probe: probed,
             secret_names,
+            requested,
+            ungranted,
         })
     }
 
