@@ -203,18 +203,7 @@ impl Plan {
             }
         }
         let (requested, permission_notes) = self.requests(values);
-        if requested.is_empty() {
-            out.push(
-                "Permissions it requests: none beyond its own folder and state folder".to_owned(),
-            );
-        } else {
-            out.push(
-                "Permissions it requests beyond its own folder and state folder (written into its manifest; granted only in the operator's configuration):".to_owned(),
-            );
-            for request in &requested {
-                out.push(format!("  {}  ({})", request.permission, request.reason));
-            }
-        }
+        out.extend(requested_lines(&requested));
         if self.transport == "http" {
             out.push(
                 "Sandbox: none from the gateway; the app runs where its URL points".to_owned(),
@@ -242,6 +231,24 @@ impl Plan {
         }
         Ok(out.join("\n"))
     }
+}
+
+/// The consent text's lines about the permissions requested.
+fn requested_lines(requested: &[Requested]) -> Vec<String> {
+    if requested.is_empty() {
+        return vec![
+            "Permissions it requests: none beyond its own folder and state folder".to_owned(),
+        ];
+    }
+    std::iter::once(
+        "Permissions it requests beyond its own folder and state folder (written into its manifest; granted only in the operator's configuration):".to_owned(),
+    )
+    .chain(
+        requested
+            .iter()
+            .map(|r| format!("  {}  ({})", r.permission, r.reason)),
+    )
+    .collect()
 }
 
 impl Installer {

@@ -480,6 +480,13 @@ async fn update_one(installer: &Installer, id: &str, args: &UpdateArgs) -> Resul
         installed.previous_version.as_deref().unwrap_or("?"),
         installed.version
     );
+    // A new version may request more than was granted to the old one.
+    grant::outcome(
+        &args.config,
+        id,
+        &installed.requested,
+        &mut std::io::stdout().lock(),
+    )?;
     Ok(())
 }
 
