@@ -40,6 +40,8 @@ pub(crate) enum Command {
     Update(UpdateArgs),
     /// Remove an installed app: its folder and its secrets.
     Uninstall(UninstallArgs),
+    /// Grant an app permissions beyond the default sandbox, recorded in --config.
+    Grant(GrantArgs),
 }
 
 /// `install`'s arguments.
@@ -71,7 +73,20 @@ pub(crate) struct InstallArgs {
     #[arg(long, value_name = "HEX")]
     pub(crate) sha256: Option<String>,
 
-    /// Agree without being asked (needed without a terminal).
+    /// Grant the app a permission beyond the default sandbox (repeatable): read=PATH,
+    /// write=PATH, net=PORT, net=HOST:PORT or net=all. Recorded in --config under
+    /// McpApps.Entries.<id>.Isolation; refused, with nothing written, when the gateway would
+    /// refuse it.
+    #[arg(long = "grant", value_name = "KIND=VALUE")]
+    pub(crate) grant: Vec<String>,
+
+    /// Grant every permission the app requests that the configuration does not grant yet
+    /// (listed before anything is installed).
+    #[arg(long)]
+    pub(crate) grant_requested: bool,
+
+    /// Agree without being asked (needed without a terminal). Grants nothing that is not
+    /// given with --grant or --grant-requested.
     #[arg(long, short = 'y')]
     pub(crate) yes: bool,
 
@@ -112,7 +127,49 @@ pub(crate) struct HowArgs {
 const INSTALL_HELP: &str = "\
 Apps go into the first --path, else the first discovery path of --config. Secret inputs are kept
 in the gateway's secret store (McpApps.SecretsFile), never in the app folder. A running gateway
-picks the app up through hot reload. Exit codes: 0 done; 1 failed; 2 usage or configuration.";
+picks the app up through hot reload.
+
+Permissions: a stdio app runs in the gateway's sandbox. What it requests beyond it (the folders
+and files its path inputs name, the publisher's ToolHive profile) is written into its manifest
+and listed before installing; the operator grants it with --grant, --grant-requested or at the
+prompt (on a terminal without --yes), recorded in --config, never in the app's folder. An app
+whose requests are not granted is installed but does not run until they are: `mcpapp-gateway
+grant ID --requested --config FILE` grants them later.
+
+Exit codes: 0 done; 1 failed; 2 usage or configuration (a refused grant included).";
+
+const GRANT_HELP: &str = "\
+Grants are recorded in --config under McpApps.Entries.<id>.Isolation (Read, Write, Network),
+merged with what is there, the rest of the file kept byte for byte; a running gateway applies
+them on its next reload (it watches the file). A grant the gateway would refuse (the
+configuration's folder, its state directory, an apps' folder, /, the home folder's dot-files) is
+refused and nothing is written. Without grants on the command line, a terminal asks about each
+request that is not granted yet. To take a grant back, remove it from the file.
+
+Exit codes: 0 done; 1 failed; 2 usage or configuration (a refused grant included).";
+
+/// `grant`'s arguments.
+#[derive(Debug, clap::Args)]
+#[command(after_help = GRANT_HELP)]
+pub(crate) struct GrantArgs {
+    #[command(flatten)]
+    pub(crate) config: ConfigArgs,
+
+    /// The app (any discovered app, installed or written by hand).
+    pub(crate) id: String,
+
+    /// What to grant: read=PATH, write=PATH, net=PORT, net=HOST:PORT or net=all.
+    #[arg(value_name = "KIND=VALUE")]
+    pub(crate) grants: Vec<String>,
+
+    /// Grant every permission the app's manifest requests that is not granted yet.
+    #[arg(long)]
+    pub(crate) requested: bool,
+
+    /// Do not ask: grant only what the command line names.
+    #[arg(long, short = 'y')]
+    pub(crate) yes: bool,
+}
 
 /// `installed`'s arguments.
 #[derive(Debug, clap::Args)]

@@ -209,6 +209,23 @@ impl Discovery {
         self.inner.isolation.state_directory()
     }
 
+    /// The requests of `manifest`'s `permissions` that this configuration does not grant app
+    /// `id`, each as the message a scan reports at the request (naming the setting that would
+    /// grant it); empty when everything is granted, when the app's isolation is off, or when
+    /// it asks for nothing. `install` uses this to ask for, record and check grants before
+    /// the app's manifest exists.
+    pub fn ungranted_permissions(
+        &self,
+        id: &str,
+        manifest: &mcpapp_manifest::McpAppManifest,
+    ) -> Vec<String> {
+        let entry = self.inner.config.entries.get(id);
+        match self.inner.isolation.resolve(id, manifest, entry, None) {
+            Ok(_) => Vec::new(),
+            Err(refusals) => refusals.into_iter().map(|r| r.message).collect(),
+        }
+    }
+
     /// The folders (or manifest files) a scan reads, resolved as [`Discovery::scan`] resolves
     /// them, in configured order; empty when MCP Apps are disabled. Unusable paths (an unset
     /// `env:` variable, an empty path) are left out: a scan reports them. A watcher of changes

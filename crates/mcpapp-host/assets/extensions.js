@@ -174,7 +174,15 @@ function planView(p) {
   fact("Transport", p.transport);
   fact("Source", p.source + " " + p.identifier);
   fact("Integrity", p.integrity);
-  fact("Permissions", (p.permissions || []).length ? p.permissions.join(", ") : "none requested");
+  const permissions = p.permissions || [];
+  fact("Permissions", permissions.length ? permissions.join("; ") : "none beyond its own folder");
+  if (permissions.length) {
+    // Grants are the operator's, in the gateway's configuration file: the page only says so.
+    facts.append(el("dt", { text: "Grants" }), el("dd", {
+      class: "add-apps-grants",
+      text: "kept in the gateway's configuration file (McpApps.Entries." + p.id + ".Isolation); until they are given the app is installed but does not run: mcpapp-gateway grant " + p.id + " --requested --config FILE",
+    }));
+  }
   const form = el("form", { id: "add-apps-form", class: "add-apps-form", autocomplete: "off" });
   for (const input of p.inputs || []) {
     form.appendChild(inputField(input));
@@ -263,7 +271,12 @@ async function install(form, p) {
   const outcome = await follow(job, form.querySelector("#add-apps-progress"));
   status.dataset.state = outcome.state;
   if (outcome.state === "done") {
-    status.textContent = (p.update ? "Updated " : "Installed ") + outcome.result.id + " " + outcome.result.version + "; it appears in the apps panel.";
+    const result = outcome.result;
+    const ungranted = result.ungranted || [];
+    status.textContent = (p.update ? "Updated " : "Installed ") + result.id + " " + result.version + (ungranted.length
+      ? "; it does not run until the gateway's configuration grants what it requests (" + (result.requested || []).join(", ") + "): mcpapp-gateway grant " + result.id + " --requested --config FILE"
+      : "; it appears in the apps panel.");
+    status.dataset.ungranted = String(ungranted.length);
     await refreshInstalled();
   } else {
     status.textContent = "";

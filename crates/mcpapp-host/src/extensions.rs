@@ -9,7 +9,11 @@
 //!   version, transport, inputs, permissions, notes); nothing is written.
 //! - `POST /installer/jobs` `{planId, values}` (install) or `{action: "update"|"uninstall",
 //!   id, values?}`: 202 `{job}`; bad values are a 400 naming the input.
-//! - `GET /installer/jobs/{job}`: `{state: running|done|failed, lines, error?, result?}`.
+//! - `GET /installer/jobs/{job}`: `{state: running|done|failed, lines, error?, result?}`; an
+//!   install's or update's result holds `requested` (the permissions its manifest requests,
+//!   as `--grant` takes them) and `ungranted` (discovery's message for each one the
+//!   configuration does not grant: the app does not run until the operator grants them, in
+//!   the configuration file; the page does not grant).
 //! - `GET /installer/installed`: `[{id, version, source, identifier}]`.
 //!
 //! Values may be secret: they go to the installer (and its secret store) only, and are never
@@ -340,7 +344,9 @@ impl Work {
                     .await
                     .map_err(|e| e.to_string())?;
                 Ok(json!({"id": installed.id, "version": installed.version,
-                          "hasUi": installed.probe.as_ref().is_some_and(|p| p.has_ui)}))
+                          "hasUi": installed.probe.as_ref().is_some_and(|p| p.has_ui),
+                          "requested": strings(&installed.requested),
+                          "ungranted": installed.ungranted}))
             }
             Self::Update(id, given) => {
                 let plan = installer
@@ -355,7 +361,9 @@ impl Work {
                     .await
                     .map_err(|e| e.to_string())?;
                 Ok(json!({"id": installed.id, "version": installed.version,
-                          "previousVersion": installed.previous_version}))
+                          "previousVersion": installed.previous_version,
+                          "requested": strings(&installed.requested),
+                          "ungranted": installed.ungranted}))
             }
             Self::Uninstall(id) => {
                 progress(&format!("removing {id}"));
@@ -364,6 +372,11 @@ impl Work {
             }
         }
     }
+}
+
+/// Permissions as `install --grant` writes them.
+fn strings(permissions: &[mcpapp_install::Permission]) -> Vec<String> {
+    permissions.iter().map(ToString::to_string).collect()
 }
 
 async fn job(State(ext): State<Extensions>, Path(job_id): Path<String>) -> Response {

@@ -124,6 +124,22 @@ impl Draft {
         }
     }
 
+    /// Whether the app's command line, environment, URL or headers use input `key` (only
+    /// then is a path it names something the app will open).
+    pub(crate) fn uses_input(&self, key: &str) -> bool {
+        let templates: Vec<&Template> = match &self.launch {
+            Launch::Stdio { args, env, .. } => args
+                .iter()
+                .flat_map(|g| &g.items)
+                .chain(env.iter().map(|v| &v.value))
+                .collect(),
+            Launch::Http { url, headers } => std::iter::once(url)
+                .chain(headers.iter().map(|h| &h.value))
+                .collect(),
+        };
+        templates.iter().any(|t| t.inputs().any(|k| k == key))
+    }
+
     /// Whether a value built from `template` must be kept secret.
     fn is_secret(&self, template: &Template) -> bool {
         template

@@ -131,6 +131,23 @@ pub enum InstallError {
         /// Its error, with the last lines it wrote to stderr.
         reason: String,
     },
+    /// A grant would expose what the app sandbox protects; the gateway would refuse the
+    /// configuration, so nothing was written.
+    #[error("grant {grant} is refused: {reason}")]
+    GrantRefused {
+        /// The grant, as `--grant` takes it.
+        grant: String,
+        /// The gateway's words: the setting, the value and why.
+        reason: String,
+    },
+    /// Grants cannot be recorded in the configuration file.
+    #[error("{path}: cannot record grants: {reason}")]
+    GrantConfig {
+        /// The configuration file.
+        path: PathBuf,
+        /// Why not.
+        reason: String,
+    },
     /// The operator declined at the consent prompt.
     #[error("cancelled; nothing was installed")]
     Declined,

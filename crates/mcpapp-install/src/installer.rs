@@ -169,6 +169,13 @@ pub struct Installed {
     pub probe: Option<ProbeResult>,
     /// The names of the secrets kept for it in the store.
     pub secret_names: Vec<String>,
+    /// The permissions its manifest requests.
+    pub requested: Vec<crate::Permission>,
+    /// The requests the configuration the installer was built with does not grant, each as
+    /// discovery reports it (naming the setting that would grant it): until they are granted,
+    /// the app is invalid and does not run. Empty for an installer built without a
+    /// [`Discovery`](InstallerBuilder::discovery).
+    pub ungranted: Vec<String>,
 }
 
 impl Installer {
@@ -379,37 +386,14 @@ impl Installer {
             .render(&plan.id, &runtime_rel, values, &plan.extra_args)
             .map_err(InstallError::Unsupported)?;
         let mut manifest = rendered.manifest;
+        let requested: Vec<crate::Permission> = plan
+            .permission_requests(values)
+            .into_iter()
+            .map(|r| r.permission)
+            .collect();
+        manifest.permissions = crate::permissions::request_of(&requested);
         let mut secrets = rendered.secrets;
-        let mut record = InstallRecord {
-            source: plan.source_kind.to_owned(),
-            requested: plan.requested.clone(),
-            identifier: plan.identifier.clone(),
-            version: plan.version.clone(),
-            integrity: plan.integrity.clone(),
-            registry: plan.registry.clone(),
-            package_type: plan.package_type.clone(),
-            descriptor: plan.descriptor.as_ref().map(|(name, _)| name.clone()),
-            mode: Some(match self.mode() {
-                Mode::Vendor => "vendor".to_owned(),
-                Mode::Run => "run".to_owned(),
-            }),
-            extra_arguments: plan.extra_args.clone(),
-            installed_at: Some(mcpapp_manifest::Timestamp::now().to_string()),
-            installer: Some(concat!("mcpapp-install ", env!("CARGO_PKG_VERSION")).to_owned()),
-            ..InstallRecord::default()
-        };
-        for input in &plan.inputs {
-            let Some(value) = values.get(&input.key) else {
-                continue;
-            };
-            if input.secret {
-                record.secret_inputs.push(input.key.clone());
-                secrets.insert(format!("{INPUT_PREFIX}{}", input.key), value.join("\n"));
-            } else {
-                record.inputs.insert(input.key.clone(), value.join("\n"));
-            }
-        }
-        manifest.install = Some(record);
+        manifest.install = Some(self.install_record(plan, values, &mut secrets));
         let secret_names: Vec<String> = secrets
             .keys()
             .filter(|k| !k.starts_with(INPUT_PREFIX))
@@ -443,6 +427,10 @@ impl Installer {
         };
         let manifest_path = folder.join(MANIFEST_FILE_NAME);
         write_atomic(&manifest_path, manifest.to_json_pretty().as_bytes())?;
+        let ungranted = self
+            .discovery()
+            .map(|d| d.ungranted_permissions(&plan.id, &manifest))
+            .unwrap_or_default();
         let previous_version = plan.update_of.as_ref().map(|a| a.record.version.clone());
         // The old version's runtime is no longer used by anything.
         if let Some(previous) = &plan.update_of {
@@ -467,7 +455,49 @@ impl Installer {
             previous_version,
             probe: probed,
             secret_names,
+            requested,
+            ungranted,
         })
+    }
+
+    /// The manifest's record of where the app came from and the values it was given; secret
+    /// values go to `secrets` instead.
+    fn install_record(
+        &self,
+        plan: &Plan,
+        values: &Values,
+        secrets: &mut std::collections::BTreeMap<String, String>,
+    ) -> InstallRecord {
+        let mut record = InstallRecord {
+            source: plan.source_kind.to_owned(),
+            requested: plan.requested.clone(),
+            identifier: plan.identifier.clone(),
+            version: plan.version.clone(),
+            integrity: plan.integrity.clone(),
+            registry: plan.registry.clone(),
+            package_type: plan.package_type.clone(),
+            descriptor: plan.descriptor.as_ref().map(|(name, _)| name.clone()),
+            mode: Some(match self.mode() {
+                Mode::Vendor => "vendor".to_owned(),
+                Mode::Run => "run".to_owned(),
+            }),
+            extra_arguments: plan.extra_args.clone(),
+            installed_at: Some(mcpapp_manifest::Timestamp::now().to_string()),
+            installer: Some(concat!("mcpapp-install ", env!("CARGO_PKG_VERSION")).to_owned()),
+            ..InstallRecord::default()
+        };
+        for input in &plan.inputs {
+            let Some(value) = values.get(&input.key) else {
+                continue;
+            };
+            if input.secret {
+                record.secret_inputs.push(input.key.clone());
+                secrets.insert(format!("{INPUT_PREFIX}{}", input.key), value.join("\n"));
+            } else {
+                record.inputs.insert(input.key.clone(), value.join("\n"));
+            }
+        }
+        record
     }
 
     /// Puts the plan's runtime into `runtime`; returns the program's path relative to it.

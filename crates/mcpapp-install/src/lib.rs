@@ -34,15 +34,18 @@
 //!   secrets kept, rolled back on failure), [`Installer::uninstall`].
 #![warn(missing_docs)]
 
+mod config_edit;
 mod draft;
 mod error;
 mod fetch;
+mod grants;
 mod inputs;
 mod installed;
 mod installer;
 mod json;
 mod mcpb;
 mod packages;
+mod permissions;
 mod plan;
 mod probe;
 mod registry;
@@ -52,10 +55,12 @@ mod source;
 mod vendor;
 
 pub use error::{FormatError, InstallError};
+pub use grants::{GrantChange, GrantsFile, grants_snippet, ungranted};
 pub use inputs::{Input, InputError, InputKind, Prompter, Values, resolve};
 pub use installed::{InstalledApp, Uninstalled};
 pub use installer::{Installed, Installer, InstallerBuilder, Mode, Progress};
 pub use mcpb::BundleLimits;
+pub use permissions::{Permission, Requested, permissions_of, request_of};
 pub use plan::{Plan, Request};
 pub use probe::ProbeResult;
 pub use registry::{RegistryClient, RegistryEntry, SearchPage};

@@ -13,6 +13,7 @@ use crate::installed::InstalledApp;
 use crate::installer::{Installer, Mode};
 use crate::mcpb::Bundle;
 use crate::packages;
+use crate::permissions::{Hints, Requested};
 use crate::server_json::{Chosen, PackageChoice, ServerDocument};
 use crate::source::Source;
 use crate::vendor;
@@ -61,8 +62,9 @@ pub struct Plan {
     pub inputs: Vec<Input>,
     /// Things to know (a deprecated server, ignored runner arguments).
     pub notes: Vec<String>,
-    /// The permissions the app requests. Empty for every source today: none of the formats
-    /// (npm, PyPI, server.json, MCPB) declares any; the consent text and the page show it.
+    /// The permissions the app requests, in words, before its inputs have values (the
+    /// publisher's hints, and the path inputs whose values it will be given); see
+    /// [`Plan::permission_requests`] for the requests themselves.
     pub permissions: Vec<String>,
     /// The installed app this plan updates or reconfigures, if any.
     pub update_of: Option<InstalledApp>,
@@ -70,6 +72,7 @@ pub struct Plan {
     pub(crate) descriptor: Option<(String, String)>,
     pub(crate) extra_args: Vec<String>,
     pub(crate) vendor: vendor::VendorOptions,
+    pub(crate) hints: Hints,
 }
 
 /// A version as a folder name.
@@ -87,6 +90,27 @@ pub(crate) fn version_folder(version: &str) -> String {
 }
 
 impl Plan {
+    /// The permissions the app requests with `values`, beyond the default sandbox, and why:
+    /// written into its manifest's `permissions`, shown before it is installed, granted (or
+    /// not) in the operator's configuration. None for a remote app, which the gateway does not
+    /// sandbox.
+    pub fn permission_requests(&self, values: &Values) -> Vec<Requested> {
+        self.requests(values).0
+    }
+
+    /// The requests and what could not be requested.
+    fn requests(&self, values: &Values) -> (Vec<Requested>, Vec<String>) {
+        if self.transport == "http" {
+            return (Vec::new(), Vec::new());
+        }
+        let draft = &self.draft;
+        let (requested, mut notes) =
+            self.hints
+                .requested(&self.inputs, &|key| draft.uses_input(key), values);
+        notes.extend(self.hints.notes.iter().cloned());
+        (requested, notes)
+    }
+
     /// The vendored runtime's folder, relative to the app folder.
     pub fn runtime_dir(&self) -> PathBuf {
         Path::new(RUNTIME_FOLDER_NAME).join(version_folder(&self.version))
@@ -178,14 +202,8 @@ impl Plan {
                 }
             }
         }
-        if self.permissions.is_empty() {
-            out.push("Permissions it requests: none declared".to_owned());
-        } else {
-            out.push(format!(
-                "Permissions it requests: {}",
-                self.permissions.join(", ")
-            ));
-        }
+        let (requested, permission_notes) = self.requests(values);
+        out.extend(requested_lines(&requested));
         if self.transport == "http" {
             out.push(
                 "Sandbox: none from the gateway; the app runs where its URL points".to_owned(),
@@ -208,11 +226,29 @@ impl Plan {
                 secrets.join(", ")
             ));
         }
-        for note in &self.notes {
+        for note in self.notes.iter().chain(&permission_notes) {
             out.push(format!("Note: {note}"));
         }
         Ok(out.join("\n"))
     }
+}
+
+/// The consent text's lines about the permissions requested.
+fn requested_lines(requested: &[Requested]) -> Vec<String> {
+    if requested.is_empty() {
+        return vec![
+            "Permissions it requests: none beyond its own folder and state folder".to_owned(),
+        ];
+    }
+    std::iter::once(
+        "Permissions it requests beyond its own folder and state folder (written into its manifest; granted only in the operator's configuration):".to_owned(),
+    )
+    .chain(
+        requested
+            .iter()
+            .map(|r| format!("  {}  ({})", r.permission, r.reason)),
+    )
+    .collect()
 }
 
 impl Installer {
@@ -261,6 +297,7 @@ impl Installer {
             descriptor: facts.descriptor,
             extra_args: request.extra_args.clone(),
             vendor: self.vendor_options().clone(),
+            hints: facts.hints,
         };
         if let Runtime::Bundle(bundle) = &plan.draft.runtime {
             // `${__dirname}` is where the bundle will be unpacked.
@@ -272,6 +309,16 @@ impl Installer {
             draft.mark_secret_inputs();
             plan.inputs = draft.inputs.clone();
             plan.draft = draft;
+        }
+        if plan.transport == "http" {
+            if !plan.hints.fixed.is_empty() {
+                plan.notes.push("the publisher's ToolHive profile asks for permissions, which do not apply to a remote app: it runs where its URL points, outside the gateway's sandbox".to_owned());
+            }
+        } else {
+            let draft = &plan.draft;
+            plan.permissions = plan
+                .hints
+                .describe(&plan.inputs, &|key| draft.uses_input(key));
         }
         Ok(plan)
     }
@@ -473,6 +520,7 @@ impl Installer {
             Facts {
                 registry: registry.or(facts.registry),
                 descriptor,
+                hints: crate::permissions::toolhive_hints(server.meta.as_ref()),
                 ..facts
             },
         ))
@@ -534,6 +582,8 @@ pub(crate) struct Facts {
     pub(crate) registry: Option<String>,
     pub(crate) package_type: Option<String>,
     pub(crate) descriptor: Option<(String, String)>,
+    /// What the publisher says the app needs (a `server.json`'s ToolHive profile).
+    pub(crate) hints: Hints,
 }
 
 /// What a package's launch is made of: its command, whether that lies in the vendored
@@ -612,6 +662,7 @@ fn bundle_draft(bundle: Bundle, package_type: Option<&str>) -> (Draft, Facts) {
             "mcpb-manifest.json".to_owned(),
             bundle.manifest_text.clone(),
         )),
+        hints: Hints::default(),
     };
     // Mapped properly once the folder is known (see `Installer::plan`).
     let draft = Draft {

@@ -45,6 +45,9 @@ pub(crate) struct ServerJson {
     /// Endpoints where it runs remotely.
     #[serde(default)]
     pub remotes: Vec<Remote>,
+    /// Extensions, such as the publisher's hints (ToolHive's permission profile).
+    #[serde(default, rename = "_meta")]
+    pub meta: Option<serde_json::Value>,
 }
 
 /// One entry of `packages[]`.

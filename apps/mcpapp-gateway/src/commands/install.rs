@@ -7,10 +7,11 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use mcpapp_install::{
-    Input, InputKind, InstallError, Installer, Mode, PackageChoice, Plan, Prompter, Request,
-    Source, VendorOptions,
+    GrantsFile, Input, InputKind, InstallError, Installer, Mode, PackageChoice, Permission, Plan,
+    Prompter, Request, Source, VendorOptions, grants_snippet, ungranted,
 };
 
+use super::grant;
 use crate::cli::{ConfigArgs, HowArgs, InstallArgs, InstalledArgs, UninstallArgs, UpdateArgs};
 
 /// Exit code of a failed install, update or removal.
@@ -30,7 +31,7 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
     }
 }
 
-fn usage(err: impl Into<anyhow::Error>) -> Failure {
+pub(super) fn usage(err: impl Into<anyhow::Error>) -> Failure {
     Failure::Usage(err.into())
 }
 
@@ -57,7 +58,7 @@ pub(crate) fn run(command: impl Future<Output = Result<ExitCode, Failure>>) -> E
 }
 
 /// Whether a person can answer: stdin and stderr are terminals.
-fn interactive() -> bool {
+pub(super) fn interactive() -> bool {
     std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
 }
 
@@ -221,6 +222,7 @@ pub(crate) async fn install(args: &InstallArgs) -> Result<ExitCode, Failure> {
     writeln!(out, "{}", plan.consent(&values)?)?;
     out.flush()?;
     drop(out);
+    let (grants, file) = install_grants(args, &plan, &values)?;
     if args.dry_run {
         return Ok(ExitCode::SUCCESS);
     }
@@ -264,7 +266,67 @@ pub(crate) async fn install(args: &InstallArgs) -> Result<ExitCode, Failure> {
             )?;
         }
     }
+    if let Some(file) = &file {
+        grant::record(file, &installed.id, &grants, &mut out).map_err(|failure| {
+            let (Failure::Usage(err) | Failure::Failed(err)) = failure;
+            Failure::Failed(err.context(format!(
+                "{} is installed, but its grants were not recorded; add this to the configuration file by hand:\n{}",
+                installed.id,
+                grants_snippet(&installed.id, &grants)
+            )))
+        })?;
+    }
+    grant::outcome(&args.config, &installed.id, &installed.requested, &mut out)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `install` grants (see `grant::choose`), checked against the configuration file as the
+/// gateway would check it before anything is installed; the file to record it in.
+fn install_grants(
+    args: &InstallArgs,
+    plan: &Plan,
+    values: &mcpapp_install::Values,
+) -> Result<(Vec<Permission>, Option<GrantsFile>), Failure> {
+    let requested: Vec<Permission> = plan
+        .permission_requests(values)
+        .into_iter()
+        .map(|r| r.permission)
+        .collect();
+    let discovery = crate::config::load(&args.config).map_err(usage)?.discovery;
+    let pending = ungranted(&discovery, &plan.id, &requested);
+    let asked = grant::Asked {
+        flags: &args.grant,
+        requested: args.grant_requested,
+        yes: args.yes,
+    };
+    let grants = grant::choose(&asked, &pending)?;
+    let mut out = std::io::stdout().lock();
+    if grants.is_empty() {
+        if !pending.is_empty() {
+            writeln!(
+                out,
+                "Granted: nothing. Until its requests are granted the app is installed but invalid, and does not run; grant them later with: {}",
+                grant::later_command(&args.config, &plan.id)
+            )?;
+        }
+        return Ok((grants, None));
+    }
+    let file = grant::file_for(&args.config, &plan.id, &grants)?;
+    // Refused here, before anything is installed or written, in the gateway's words.
+    let change = file
+        .check(&plan.id, &grants)
+        .map_err(|err| usage(anyhow::anyhow!("{err}; nothing was installed or written")))?;
+    writeln!(
+        out,
+        "Grants to record in {} under McpApps.Entries.{}.Isolation:\n{}",
+        file.path().display(),
+        plan.id,
+        grant::listed(&grants)
+    )?;
+    if change.added.len() < grants.len() {
+        writeln!(out, "  (some are there already)")?;
+    }
+    Ok((grants, Some(file)))
 }
 
 /// One row of `installed --json`.
@@ -418,6 +480,13 @@ async fn update_one(installer: &Installer, id: &str, args: &UpdateArgs) -> Resul
         installed.previous_version.as_deref().unwrap_or("?"),
         installed.version
     );
+    // A new version may request more than was granted to the old one.
+    grant::outcome(
+        &args.config,
+        id,
+        &installed.requested,
+        &mut std::io::stdout().lock(),
+    )?;
     Ok(())
 }
 

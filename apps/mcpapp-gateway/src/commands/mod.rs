@@ -13,6 +13,7 @@ mod apps;
 mod authorize;
 mod call;
 mod discover;
+mod grant;
 mod install;
 mod output;
 mod schema;
@@ -36,6 +37,7 @@ pub(crate) fn run(command: Command) -> ExitCode {
         Command::Installed(args) => return install::run(install::installed(&args)),
         Command::Update(args) => return install::run(install::update(&args)),
         Command::Uninstall(args) => return install::run(install::uninstall(&args)),
+        Command::Grant(args) => return install::run(grant::grant(&args)),
     };
     result.unwrap_or_else(|err| {
         // Output cut short by its reader (`| head`) is the reader's choice, not a failure.

@@ -21,7 +21,7 @@ fn cache_dir() -> PathBuf {
 }
 
 /// Runs the gateway's CLI in `tree` with `args`.
-fn cli(tree: &Tree, args: &[&str]) -> Output {
+pub(crate) fn cli(tree: &Tree, args: &[&str]) -> Output {
     // Tests start the binary under test; that is their job.
     #[allow(clippy::disallowed_methods)]
     let output = Command::new(GATEWAY)
@@ -35,7 +35,7 @@ fn cli(tree: &Tree, args: &[&str]) -> Output {
     output
 }
 
-fn ok(output: &Output) -> String {
+pub(crate) fn ok(output: &Output) -> String {
     assert!(
         output.status.success(),
         "status {}\nstdout:\n{}\nstderr:\n{}",
@@ -47,7 +47,7 @@ fn ok(output: &Output) -> String {
 }
 
 /// A running `serve` whose stderr goes to `serve.log` in its folder.
-fn serve(tree: &Tree) -> Served {
+pub(crate) fn serve(tree: &Tree) -> Served {
     let log = tree.path("serve.log");
     let file = std::fs::File::create(&log).unwrap();
     let started = crate::start_serve(
@@ -60,7 +60,7 @@ fn serve(tree: &Tree) -> Served {
 }
 
 /// Waits until app `id` is `state`; returns its detail.
-fn wait_for(served: &Served, id: &str, state: &str) -> Value {
+pub(crate) fn wait_for(served: &Served, id: &str, state: &str) -> Value {
     let mut detail = Value::Null;
     let reached = eventually_blocking(Duration::from_secs(90), || {
         detail =
@@ -72,7 +72,13 @@ fn wait_for(served: &Served, id: &str, state: &str) -> Value {
 }
 
 /// `call APP TOOL JSON --json` against `served`: the whole result.
-fn call(served: &Served, tree: &Tree, app: &str, tool: &str, arguments: &Value) -> Value {
+pub(crate) fn call(
+    served: &Served,
+    tree: &Tree,
+    app: &str,
+    tool: &str,
+    arguments: &Value,
+) -> Value {
     let output = cli(
         tree,
         &[
@@ -89,7 +95,7 @@ fn call(served: &Served, tree: &Tree, app: &str, tool: &str, arguments: &Value) 
 }
 
 /// The text of a tool result's first block.
-fn text(result: &Value) -> String {
+pub(crate) fn text(result: &Value) -> String {
     result["content"][0]["text"]
         .as_str()
         .unwrap_or_default()

@@ -6,6 +6,7 @@
 mod cli;
 mod deploy;
 mod discover;
+mod grants;
 mod install;
 mod oauth;
 mod reload;

@@ -205,3 +205,108 @@ async fn the_add_apps_routes_are_behind_the_token_and_keep_secrets_out_of_answer
     assert!(!apps.join("remote-one").exists());
     gateway.shutdown().await;
 }
+
+/// An MCPB bundle of a node server (never started here) that asks for a `directory`.
+fn folder_bundle() -> Vec<u8> {
+    use std::io::Write;
+    let manifest = json!({
+        "manifest_version": "0.3",
+        "name": "notes",
+        "version": "1.0.0",
+        "description": "Reads your notes",
+        "author": {"name": "mcpapp tests"},
+        "server": {
+            "type": "node",
+            "entry_point": "server/index.js",
+            "mcp_config": {"command": "node", "args": ["${__dirname}/server/index.js", "${user_config.notes_dir}"]}
+        },
+        "user_config": {"notes_dir": {"type": "directory", "title": "Notes folder", "required": true}}
+    });
+    let options = zip::write::SimpleFileOptions::default().unix_permissions(0o644);
+    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    writer.start_file("manifest.json", options).unwrap();
+    writer.write_all(manifest.to_string().as_bytes()).unwrap();
+    writer.start_file("server/index.js", options).unwrap();
+    writer.write_all(b"process.exit(0);\n").unwrap();
+    writer.finish().unwrap().into_inner()
+}
+
+#[tokio::test]
+async fn the_plan_and_the_install_say_what_the_app_requests_and_what_is_not_granted() {
+    let dir = tempfile::tempdir().unwrap();
+    let apps = dir.path().join("apps");
+    let bundle = dir.path().join("notes.mcpb");
+    std::fs::write(&bundle, folder_bundle()).unwrap();
+    let notes = dir.path().join("notes");
+    std::fs::create_dir_all(&notes).unwrap();
+    let config = McpAppsConfig {
+        enabled: true,
+        ..McpAppsConfig::default()
+    };
+    let discovery = Discovery::builder(config.clone())
+        .discovery_paths(vec![apps.display().to_string()], "/")
+        .build()
+        .unwrap();
+    let installer = Installer::builder(
+        &apps,
+        SecretStore::new(dir.path().join("state/secrets.json")),
+    )
+    .config(config)
+    .discovery(discovery.clone())
+    .probe(false)
+    .build()
+    .unwrap();
+    let gateway = mcpapp_host::Gateway::builder(discovery)
+        .bind("127.0.0.1:0".parse().unwrap())
+        .token(Some(TOKEN.to_owned()))
+        .installer(installer)
+        .drain(Duration::ZERO)
+        .start()
+        .await
+        .unwrap();
+    let base = format!("http://{}", gateway.local_addr());
+
+    let (status, plan) = request(
+        "POST",
+        &format!("{base}/installer/plan"),
+        Some(TOKEN),
+        Some(json!({"source": bundle.display().to_string()})),
+    )
+    .await;
+    assert_eq!(status, 200, "{plan}");
+    assert_eq!(
+        plan["permissions"],
+        json!(["read and write the path given for input notes_dir (a folder the app works in)"])
+    );
+    let (status, started) = request(
+        "POST",
+        &format!("{base}/installer/jobs"),
+        Some(TOKEN),
+        Some(
+            json!({"planId": plan["planId"], "values": {"notes_dir": notes.display().to_string()}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let done = finish(&base, started["job"].as_str().unwrap()).await;
+    assert_eq!(done["state"], "done", "{done}");
+    assert_eq!(
+        done["result"]["requested"],
+        json!([format!("write={}", notes.display())])
+    );
+    let ungranted = done["result"]["ungranted"].to_string();
+    assert!(
+        ungranted.contains("grant it in McpApps.Entries.notes.Isolation.Write"),
+        "{done}"
+    );
+    // The request is the app's, in its manifest; no grant is written anywhere by the page.
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(apps.join("notes/openclaw.mcpapp.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        manifest["permissions"]["filesystem"]["write"],
+        json!([notes.display().to_string()])
+    );
+    gateway.shutdown().await;
+}

@@ -94,7 +94,7 @@ async fn a_node_bundle_installs_with_its_secret_kept_apart_and_its_dirname_resol
     .await
     .unwrap();
     assert_eq!(installed.id, "tiny-node");
-    assert_eq!(installed.probe.as_ref().unwrap().tools, 2);
+    assert_eq!(installed.probe.as_ref().unwrap().tools, 3);
     assert!(!installed.probe.as_ref().unwrap().has_ui);
 
     let manifest =
@@ -113,6 +113,16 @@ async fn a_node_bundle_installs_with_its_secret_kept_apart_and_its_dirname_resol
         ]
     );
     assert_eq!(manifest.environment["API_KEY"], "secret:API_KEY");
+    // The folders given to its `directory` input are what it requests.
+    assert_eq!(manifest.permissions.filesystem.write, ["/srv/a", "/srv/b"]);
+    assert_eq!(
+        installed
+            .requested
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        ["write=/srv/a", "write=/srv/b"]
+    );
     let record = manifest.install.unwrap();
     assert_eq!(record.source, "mcpb");
     assert_eq!(record.secret_inputs, ["api_key"]);

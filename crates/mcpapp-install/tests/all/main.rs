@@ -61,10 +61,12 @@ impl Place {
 
     /// Starts every app in the apps folder as the gateway would, with the secret store.
     pub(crate) async fn start(&self) -> Supervisor {
-        let config = McpAppsConfig {
+        // The operator allows the folders the test bundles' `directory` inputs ask for.
+        let mut config = McpAppsConfig {
             enabled: true,
             ..McpAppsConfig::default()
         };
+        config.isolation.allow_manifest_permissions.write = vec!["/srv/**".to_owned()];
         let report = Discovery::builder(config.clone())
             .discovery_paths(vec![self.apps().display().to_string()], "/")
             .build()

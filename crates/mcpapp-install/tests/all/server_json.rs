@@ -62,7 +62,7 @@ async fn a_pypi_package_with_a_runner_hint_runs_from_its_own_environment() {
           python3 -m venv <tmp>/apps/server-time/.mcpapp-runtime/0.6.2/venv (or uv venv), then <tmp>/apps/server-time/.mcpapp-runtime/0.6.2/venv/bin/python -m pip install mcp-server-time==0.6.2
         The gateway then starts it as (no shell):
           .mcpapp-runtime/0.6.2/venv/bin/mcp-server-time --local-timezone Europe/Paris
-        Permissions it requests: none declared
+        Permissions it requests: none beyond its own folder and state folder
         Sandbox: the gateway's app sandbox on Linux (McpApps.Isolation): it reads its folder and the system's programs, writes only its state folder, and has no network; grant more under McpApps.Entries.server-time.Isolation"#]]
     .assert_eq(&text);
     // The default applies when nothing is given.
@@ -202,7 +202,9 @@ async fn environment_secrets_choices_and_repeated_arguments_become_inputs() {
           environment API_KEY=<secret>
           environment ENDPOINT=https://us.example.com
           environment LOG_LEVEL=info
-        Permissions it requests: none declared
+        Permissions it requests beyond its own folder and state folder (written into its manifest; granted only in the operator's configuration):
+          read=/a  (input root_dir, a path the app reads)
+          read=/b  (input root_dir, a path the app reads)
         Sandbox: the gateway's app sandbox on Linux (McpApps.Isolation): it reads its folder and the system's programs, writes only its state folder, and has no network; grant more under McpApps.Entries.everything-configured.Isolation
         Secret inputs (token, API_KEY) go to the gateway's secret store, not into the app folder"#]]
     .assert_eq(&text[text.find("The gateway").unwrap()..]);
@@ -310,4 +312,61 @@ async fn unknown_registry_types_and_old_documents_are_refused_where_they_are_wri
         "{err}"
     );
     assert!(!place.apps().exists());
+}
+
+#[tokio::test]
+async fn a_toolhive_profile_and_a_filepath_input_become_the_apps_requests() {
+    let place = Place::new();
+    let mut document: serde_json::Value =
+        serde_json::from_str(&fixture("server-time.json")).unwrap();
+    document["packages"][0]["environmentVariables"] = json!([
+        {"name": "TZ_DATABASE", "format": "filepath", "description": "A tzdata file"}
+    ]);
+    document["_meta"] = json!({
+        "io.modelcontextprotocol.registry/publisher-provided": {
+            "io.github.stacklok": {
+                "ghcr.io/acme/time:0.6.2": {
+                    "tier": "Community",
+                    "permissions": {
+                        "read": ["/usr/share/zoneinfo-extra"],
+                        "network": {"outbound": {"allow_host": [".time.example"], "allow_port": [443]}}
+                    }
+                }
+            }
+        }
+    });
+    let plan = plan(&place, &document.to_string(), PackageChoice::Auto)
+        .await
+        .unwrap();
+    assert_eq!(
+        plan.permissions,
+        [
+            "read=/usr/share/zoneinfo-extra (the publisher's ToolHive profile)",
+            "net=time.example:443 (the publisher's ToolHive profile)",
+            "net=*.time.example:443 (the publisher's ToolHive profile)",
+            "read the path given for input TZ_DATABASE (a path the app reads)"
+        ]
+    );
+    let text = consent(&place, &plan, &[("TZ_DATABASE", "/srv/tz/db")]);
+    let requests: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Permissions it requests"))
+        .take_while(|l| !l.starts_with("Sandbox:"))
+        .collect();
+    expect![[r#"
+        Permissions it requests beyond its own folder and state folder (written into its manifest; granted only in the operator's configuration):
+          read=/usr/share/zoneinfo-extra  (the publisher's ToolHive profile)
+          net=time.example:443  (the publisher's ToolHive profile)
+          net=*.time.example:443  (the publisher's ToolHive profile)
+          read=/srv/tz/db  (input TZ_DATABASE, a path the app reads)"#]]
+    .assert_eq(&requests.join("\n"));
+    // The manifest's request is what an operator grants with --grant-requested.
+    let values = resolve(&plan.inputs, &given(&[("TZ_DATABASE", "/srv/tz/db")]), None).unwrap();
+    let requested: Vec<mcpapp_install::Permission> = plan
+        .permission_requests(&values)
+        .into_iter()
+        .map(|r| r.permission)
+        .collect();
+    expect![[r#"{"filesystem":{"read":["/usr/share/zoneinfo-extra","/srv/tz/db"]},"network":{"tcpPorts":[],"hosts":["*.time.example:443","time.example:443"]}}"#]]
+    .assert_eq(&serde_json::to_string(&mcpapp_install::request_of(&requested)).unwrap());
 }
