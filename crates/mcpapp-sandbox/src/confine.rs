@@ -1,39 +1,31 @@
-//! Confining an app between `fork` and `exec`: [`Confinement`] is everything the child must
-//! apply to itself, prepared in the gateway (the Landlock ruleset as a file descriptor, the
-//! seccomp programs, the resource limits as numbers), and [`Confinement::install`] hooks it
-//! into the app's `Command` so that the forked child applies it just before it executes the
-//! app.
+//! What an app's process applies to itself before it executes the app: [`Confinement`] is
+//! prepared in the gateway (the Landlock ruleset as a file descriptor, the seccomp programs,
+//! the resource limits as numbers), and [`Confinement::spawn`] starts the app with a child
+//! that applies it (`spawn.rs`).
 //!
 //! In the child, in order: resource limits (core dumps off), every capability dropped (the
 //! bounding set emptied and the root exemptions locked off, so that executing a program as
 //! root gives no capability back), `no_new_privs`, the Landlock ruleset (paths, TCP ports,
 //! signal and abstract-socket scopes), the seccomp filters, a check of `/proc/self/status`,
-//! then std's `execve`. Everything survives `execve` and `fork`, so every descendant of the
-//! app carries it, and the app keeps the process id and group the supervisor knows.
+//! then `execve`. Everything survives `execve` and `fork`, so every descendant of the app
+//! carries it, and the app keeps the process id and group the supervisor knows.
 //!
-//! # The one exception to `unsafe_code`
+//! # `unsafe`
 //!
-//! This file is the workspace's only `unsafe` (a tidy test keeps it so), for two calls:
-//! registering the hook (`CommandExt::pre_exec`) and `landlock_restrict_self`, which no safe
-//! crate offers for a ruleset built in another process image. Why not a helper program that
-//! confines itself and then executes the app (which needs no `unsafe`)? That was the first
-//! design: a second `execve` of the 34 MB gateway per start cost 2.3–2.7 ms of CPU (the
-//! dynamic loader, the address space, the filter compiled again), 1.6× the start-up of 50
-//! small apps (docs/performance.md). Here the work moves to the gateway, once per start, and
-//! the child only makes system calls.
+//! This file and `spawn.rs` are the workspace's only `unsafe` (a tidy test keeps it so).
+//! Here: `landlock_restrict_self`, which no safe crate offers for a ruleset built in another
+//! thread. Why not a helper program that confines itself and then executes the app, which
+//! needs no `unsafe`? That was the first design: a second `execve` of the 34 MB gateway per
+//! start cost 2.3–2.7 ms of CPU, 1.6× the start-up of 50 small apps (docs/performance.md).
 //!
-//! What makes the hook sound: after `fork` in a multi-threaded process, the child may only
-//! call async-signal-safe functions, so it must not allocate, lock, or touch state another
-//! thread may have held. Every value it reads was computed before the fork and is only read;
-//! every call it makes is a system call through `rustix`, `libc` or `seccompiler` with
-//! arguments on the stack (checked: none of them allocates); `/proc/self/status` is read into
-//! a stack buffer and parsed by slicing. A failure is written to a pipe as a step number and
-//! an `errno` (five bytes, one `write`) for the gateway to put into words.
+//! [`Confinement::apply`] runs in a child that shares the gateway's memory, so it must not
+//! allocate, lock, or touch state another thread may change: every value it reads was
+//! computed before and is only read; every call is a system call through `rustix`, `libc` or
+//! `seccompiler` with arguments on the stack (checked: none of them allocates);
+//! `/proc/self/status` is read into a stack buffer and parsed by slicing.
 
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::sync::Arc;
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
@@ -71,7 +63,7 @@ pub struct Confinement {
 /// The steps of the child, as numbers on the failure pipe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-enum Step {
+pub(crate) enum Step {
     Limits = 1,
     Capabilities,
     NoNewPrivs,
@@ -83,10 +75,16 @@ enum Step {
     CapBounding,
     NoNewPrivsUnset,
     SeccompUnset,
+    /// Signals, process group, standard streams.
+    Setup,
+    /// The working folder.
+    Folder,
+    /// `execve` of the app.
+    Exec,
 }
 
 impl Step {
-    const ALL: [Self; 11] = [
+    const ALL: [Self; 14] = [
         Self::Limits,
         Self::Capabilities,
         Self::NoNewPrivs,
@@ -98,6 +96,9 @@ impl Step {
         Self::CapBounding,
         Self::NoNewPrivsUnset,
         Self::SeccompUnset,
+        Self::Setup,
+        Self::Folder,
+        Self::Exec,
     ];
 
     fn describe(self) -> &'static str {
@@ -115,6 +116,9 @@ impl Step {
             }
             Self::NoNewPrivsUnset => "the sandbox did not take hold: NoNewPrivs is not set",
             Self::SeccompUnset => "the sandbox did not take hold: Seccomp is not 2 (filter)",
+            Self::Setup => "setting up the app's process (signals, process group, streams)",
+            Self::Folder => "entering the app's working folder",
+            Self::Exec => "executing the app",
         }
     }
 
@@ -128,15 +132,18 @@ impl Step {
                 | Self::Landlock
                 | Self::Seccomp
                 | Self::ReadStatus
+                | Self::Setup
+                | Self::Folder
+                | Self::Exec
         )
     }
 }
 
 /// A failure in the child: the step and the `errno` (0 for a check).
 #[derive(Debug, Clone, Copy)]
-struct Failure {
-    step: Step,
-    errno: i32,
+pub(crate) struct Failure {
+    pub(crate) step: Step,
+    pub(crate) errno: i32,
 }
 
 impl Failure {
@@ -181,44 +188,20 @@ impl Confinement {
         })
     }
 
-    /// Hooks the confinement into `command`: the child it forks applies it just before it
-    /// executes the program. Keep the returned [`Hook`] until `spawn` returns, to explain a
-    /// failure.
+    /// Starts `request` confined: a child that sets up its streams, folder and process
+    /// group, applies this confinement and executes the program (see `spawn.rs`). Must be
+    /// called within a Tokio runtime.
     ///
     /// # Errors
-    /// The I/O error when the failure pipe cannot be made.
-    pub fn install(self: &Arc<Self>, command: &mut std::process::Command) -> io::Result<Hook> {
-        let (reader, writer) = io::pipe()?;
-        rustix::io::ioctl_fionbio(&reader, true)?;
-        let confinement = Arc::clone(self);
-        let hook = move || {
-            confinement.apply().map_err(|failure| {
-                let [a, b, c, d] = failure.errno.to_le_bytes();
-                // One write of five bytes to a pipe: all of it or nothing. Nothing to do if it
-                // fails; the error below still stops the start.
-                let _ = rustix::io::write(&writer, &[failure.step as u8, a, b, c, d]);
-                io::Error::from_raw_os_error(if failure.errno == 0 {
-                    libc::EPERM
-                } else {
-                    failure.errno
-                })
-            })
-        };
-        // SAFETY: `pre_exec` asks that the hook only do what is sound in a forked child of a
-        // multi-threaded process. `apply` makes system calls with values computed before the
-        // fork and buffers on its stack; it allocates nothing, takes no lock and reads no
-        // state another thread could be changing (see the module's documentation). The
-        // failure path writes to a pipe and builds an `io::Error` from a number, which does
-        // not allocate either.
-        #[allow(unsafe_code)]
-        unsafe {
-            command.pre_exec(hook);
-        }
-        Ok(Hook { reader })
+    /// The I/O error of starting it. When a step in the child failed, an error naming it
+    /// (`mcpapp-sandbox: …` for the sandbox's own steps); a program that cannot be executed
+    /// keeps the kind of its error (`NotFound`, `PermissionDenied`).
+    pub fn spawn(&self, request: &crate::SpawnRequest<'_>) -> io::Result<crate::ConfinedChild> {
+        crate::spawn::spawn(self, request)
     }
 
     /// Runs in the child: every step, in order.
-    fn apply(&self) -> Result<(), Failure> {
+    pub(crate) fn apply(&self) -> Result<(), Failure> {
         for (resource, value) in &self.limits {
             let limit = Rlimit {
                 current: Some(*value),
@@ -259,36 +242,22 @@ impl Confinement {
     }
 }
 
-/// Keeps the failure pipe of one start; explains a failed `spawn`.
-#[derive(Debug)]
-pub struct Hook {
-    reader: io::PipeReader,
-}
-
-impl Hook {
-    /// `error` (from `spawn`) in words when the sandbox caused it, else `error` itself (a
-    /// program that could not be executed, for one).
-    pub fn explain(mut self, error: io::Error) -> io::Error {
-        let mut bytes = [0_u8; 5];
-        // The child wrote before it exited, and `spawn` returns only after that; the read
-        // does not block (and finds nothing when the sandbox was not the cause).
-        if !matches!(self.reader.read(&mut bytes), Ok(5)) {
-            return error;
-        }
-        let Some(step) = Step::ALL.into_iter().find(|s| *s as u8 == bytes[0]) else {
-            return error;
-        };
-        let errno = i32::from_le_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
-        let message = if step.has_errno() {
-            format!(
-                "mcpapp-sandbox: {}: {}",
-                step.describe(),
-                io::Error::from_raw_os_error(errno)
-            )
-        } else {
-            format!("mcpapp-sandbox: {}", step.describe())
-        };
-        io::Error::new(error.kind(), message)
+/// The error of a start whose child reported `bytes` (step, `errno`) on the failure pipe.
+pub(crate) fn describe_failure(bytes: [u8; 5]) -> io::Error {
+    let errno = i32::from_le_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
+    let Some(step) = Step::ALL.into_iter().find(|s| *s as u8 == bytes[0]) else {
+        return io::Error::other("the app's process failed before it started");
+    };
+    let cause = io::Error::from_raw_os_error(errno);
+    match step {
+        // As std reports it: the kind of the error tells a missing program from the rest.
+        Step::Exec => cause,
+        Step::Folder => io::Error::new(cause.kind(), format!("{}: {cause}", step.describe())),
+        step if step.has_errno() => io::Error::new(
+            cause.kind(),
+            format!("mcpapp-sandbox: {}: {cause}", step.describe()),
+        ),
+        step => io::Error::other(format!("mcpapp-sandbox: {}", step.describe())),
     }
 }
 
@@ -590,62 +559,144 @@ mod tests {
         }
     }
 
-    #[allow(clippy::disallowed_methods)]
-    fn shell(script: &str) -> std::process::Command {
-        let mut command = std::process::Command::new("/bin/sh");
-        command.arg("-c").arg(script);
-        command
+    fn shell(script: &str) -> [std::ffi::OsString; 2] {
+        ["-c".into(), script.into()]
     }
 
-    #[test]
-    fn the_child_sets_its_limits_and_drops_its_capabilities_before_the_program_runs() {
-        let confinement = Arc::new(Confinement {
+    fn request<'a>(
+        args: &'a [std::ffi::OsString],
+        env: &'a [(std::ffi::OsString, std::ffi::OsString)],
+        cwd: &'a std::path::Path,
+    ) -> crate::SpawnRequest<'a> {
+        crate::SpawnRequest {
+            program: std::path::Path::new("/bin/sh"),
+            args,
+            env,
+            cwd,
+        }
+    }
+
+    async fn read_all(pipe: Option<tokio::net::unix::pipe::Receiver>) -> String {
+        use tokio::io::AsyncReadExt;
+        let mut text = String::new();
+        pipe.unwrap().read_to_string(&mut text).await.unwrap();
+        text
+    }
+
+    #[tokio::test]
+    async fn the_child_sets_its_limits_and_drops_its_capabilities_before_the_program_runs() {
+        let confinement = Confinement {
             limits: vec![(Resource::Core, 0), (Resource::Nofile, 64)],
             ..nothing()
-        });
-        let mut command =
-            shell("ulimit -n; ulimit -c; grep -E '^(CapEff|NoNewPrivs):' /proc/self/status");
-        let _hook = confinement.install(&mut command).unwrap();
-        let output = command.output().unwrap();
-        assert_eq!(
-            String::from_utf8_lossy(&output.stdout),
-            "64\n0\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\n"
-        );
+        };
+        let args = shell("ulimit -n; ulimit -c; grep -E '^(CapEff|NoNewPrivs):' /proc/self/status");
+        let mut child = confinement
+            .spawn(&request(&args, &[], std::path::Path::new("/")))
+            .unwrap();
+        let out = read_all(child.stdout.take()).await;
+        assert!(child.wait().await.unwrap().success());
+        assert_eq!(out, "64\n0\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\n");
     }
 
-    #[test]
-    fn a_step_that_fails_in_the_child_is_named_and_the_program_never_runs() {
+    #[tokio::test]
+    async fn the_child_gets_its_streams_folder_environment_and_process_group() {
+        use tokio::io::AsyncWriteExt;
+        let dir = tempfile::tempdir().unwrap();
+        let args = shell(
+            "read line; echo \"got $line\"; echo oops >&2; pwd; echo \"$GREETING\"; \
+             cut -d' ' -f5 /proc/$$/stat; env | grep -cv -e '^PWD=' -e '^SHLVL=' -e '^_='",
+        );
+        let env = [("GREETING".into(), "hello there".into())];
+        let mut child = nothing().spawn(&request(&args, &env, dir.path())).unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"ping\n").await.unwrap();
+        drop(stdin);
+        let (out, err) = tokio::join!(read_all(child.stdout.take()), read_all(child.stderr.take()));
+        let status = child.wait().await.unwrap();
+        assert!(status.success(), "{status:?} {err}");
+        let folder = dir.path().canonicalize().unwrap();
+        // Nothing but the one variable it was given (a shell adds PWD, SHLVL or `_`).
+        assert_eq!(
+            out,
+            format!(
+                "got ping\n{}\nhello there\n{}\n1\n",
+                folder.display(),
+                child.id()
+            )
+        );
+        assert_eq!(err, "oops\n");
+        // Reaped once; asking again answers the same.
+        assert_eq!(child.wait().await.unwrap(), status);
+    }
+
+    #[tokio::test]
+    async fn a_step_that_fails_in_the_child_is_named_and_the_program_never_runs() {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("ran");
         // More open files than the kernel allows any process (fs.nr_open): refused even to
         // root.
-        let confinement = Arc::new(Confinement {
+        let confinement = Confinement {
             limits: vec![(Resource::Nofile, 1 << 40)],
             ..nothing()
-        });
-        let mut command = shell(&format!("touch {}", marker.display()));
-        let hook = confinement.install(&mut command).unwrap();
-        let error = command.spawn().map(|_| ()).unwrap_err();
-        let text = hook.explain(error).to_string();
+        };
+        let args = shell(&format!("touch {}", marker.display()));
+        let error = confinement
+            .spawn(&request(&args, &[], dir.path()))
+            .unwrap_err();
         assert!(
-            text.starts_with(
+            error.to_string().starts_with(
                 "mcpapp-sandbox: setting the resource limits: Operation not permitted"
             ),
-            "{text}"
+            "{error}"
         );
         assert!(!marker.exists());
+        let missing = dir.path().join("missing");
+        let error = nothing().spawn(&request(&args, &[], &missing)).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::NotFound);
+        assert!(
+            error
+                .to_string()
+                .starts_with("entering the app's working folder: No such file"),
+            "{error}"
+        );
     }
 
-    #[test]
-    fn a_program_that_cannot_be_executed_keeps_its_own_error() {
+    #[tokio::test]
+    async fn a_program_that_cannot_be_executed_keeps_its_own_error() {
         let dir = tempfile::tempdir().unwrap();
-        #[allow(clippy::disallowed_methods)]
-        let mut command = std::process::Command::new(dir.path().join("missing"));
-        let hook = Arc::new(nothing()).install(&mut command).unwrap();
-        let error = command.spawn().map(|_| ()).unwrap_err();
-        let error = hook.explain(error);
+        let error = nothing()
+            .spawn(&crate::SpawnRequest {
+                program: &dir.path().join("missing"),
+                args: &[],
+                env: &[],
+                cwd: dir.path(),
+            })
+            .unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::NotFound, "{error}");
         assert!(!error.to_string().contains("mcpapp-sandbox"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn dropping_the_child_kills_and_reaps_it() {
+        let args = shell("exec sleep 600");
+        let child = nothing()
+            .spawn(&request(&args, &[], std::path::Path::new("/")))
+            .unwrap();
+        let pid = rustix::process::Pid::from_raw(child.id().cast_signed()).unwrap();
+        let watch = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).unwrap();
+        // SAFETY: the test owns the descriptor and keeps it open while registered.
+        #[allow(unsafe_code)]
+        let watch = unsafe { tokio::io::unix::AsyncFd::register(watch) }.unwrap();
+        drop(child);
+        // The pidfd turns readable when the process has ended.
+        let _ready = watch.readable().await.unwrap();
+        // And it is reaped (by the drop or its reaper thread): the id is gone or going.
+        let status = std::fs::read_to_string(format!("/proc/{}/stat", child_id(pid)));
+        assert!(status.is_err() || status.unwrap().contains(") Z "));
+    }
+
+    fn child_id(pid: rustix::process::Pid) -> i32 {
+        pid.as_raw_nonzero().get()
     }
 
     #[test]

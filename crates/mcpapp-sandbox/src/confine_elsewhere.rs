@@ -1,8 +1,11 @@
-//! Elsewhere than Linux there is nothing to confine with: [`Confinement`] has no values, so
-//! a launch never carries one (`enforce` refuses the app, `best-effort` runs it unconfined).
+//! Elsewhere than Linux there is nothing to confine with: [`Confinement`] and
+//! [`ConfinedChild`] have no values, so a launch never carries one (`enforce` refuses the
+//! app, `best-effort` runs it unconfined).
 
+use std::ffi::OsString;
 use std::io;
-use std::sync::Arc;
+use std::path::Path;
+use std::process::ExitStatus;
 
 /// Never constructed here: only Linux has a sandbox.
 #[derive(Debug)]
@@ -18,18 +21,47 @@ impl Confinement {
     ///
     /// # Errors
     /// None.
-    pub fn install(self: &Arc<Self>, _command: &mut std::process::Command) -> io::Result<Hook> {
-        match **self {}
+    pub fn spawn(&self, _request: &SpawnRequest<'_>) -> io::Result<ConfinedChild> {
+        match *self {}
     }
 }
 
-/// Explains nothing: nothing can fail in a hook that does not exist.
-#[derive(Debug)]
-pub struct Hook;
+/// One program to start confined.
+#[derive(Debug, Clone, Copy)]
+pub struct SpawnRequest<'a> {
+    /// The program (absolute, or relative to `cwd`).
+    pub program: &'a Path,
+    /// Its arguments, after the program's name.
+    pub args: &'a [OsString],
+    /// Its whole environment.
+    pub env: &'a [(OsString, OsString)],
+    /// Its working folder.
+    pub cwd: &'a Path,
+}
 
-impl Hook {
-    /// `error` as it is.
-    pub fn explain(self, error: io::Error) -> io::Error {
-        error
+/// Never constructed here.
+#[derive(Debug)]
+pub struct ConfinedChild {
+    never: Confinement,
+    /// Its standard input.
+    pub stdin: Option<tokio::io::Empty>,
+    /// Its standard output.
+    pub stdout: Option<tokio::io::Empty>,
+    /// Its standard error.
+    pub stderr: Option<tokio::io::Empty>,
+}
+
+impl ConfinedChild {
+    /// Its process id.
+    pub fn id(&self) -> u32 {
+        match self.never {}
+    }
+
+    /// Cannot be called.
+    ///
+    /// # Errors
+    /// None.
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        match self.never {}
     }
 }

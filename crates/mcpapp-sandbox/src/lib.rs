@@ -6,11 +6,12 @@
 //!   and the facts of its launch into the exact rules ([`SandboxPolicy`]): paths to read,
 //!   execute or write, TCP ports, socket families, resource limits. Pure, tested as text.
 //! - [`Confinement`] is those rules made ready in the gateway (a Landlock ruleset, seccomp
-//!   programs, limits); [`Confinement::install`] hooks it into the app's `Command`, and the
-//!   forked child applies resource limits, drops every capability, sets `no_new_privs`,
-//!   applies Landlock (files, TCP ports, signal and abstract-socket scopes) and the seccomp
-//!   filters, checks its status, and only then executes the app, which keeps its process id
-//!   and group. The crate's one `unsafe` (see `confine.rs`).
+//!   programs, limits); [`Confinement::spawn`] starts the app the way `posix_spawn` would,
+//!   with a child that sets up its streams, folder and process group, applies resource
+//!   limits, drops every capability, sets `no_new_privs`, applies Landlock (files, TCP ports,
+//!   signal and abstract-socket scopes) and the seccomp filters, checks its status, and only
+//!   then executes the app, which keeps its process id and group ([`ConfinedChild`]). The
+//!   workspace's only `unsafe` (`confine.rs`, `spawn.rs`).
 //! - [`Sandbox`] is the gateway's side: it probes the kernel once
 //!   ([`run_probe_if_requested`]), makes each app's state folder (its `HOME` and `TMPDIR`),
 //!   starts an [`EgressProxy`] for apps with host grants, and prepares each launch: the
@@ -25,7 +26,7 @@
 //! use std::path::Path;
 //! use std::process::ExitCode;
 //! use mcpapp_manifest::{AppIsolation, IsolationMode};
-//! use mcpapp_sandbox::{LaunchRequest, Sandbox};
+//! use mcpapp_sandbox::{LaunchRequest, Sandbox, SpawnRequest};
 //!
 //! fn main() -> ExitCode {
 //!     // First thing: this executable may have been started as the kernel probe.
@@ -44,20 +45,23 @@
 //!             path: Some(std::ffi::OsStr::new("/usr/bin")),
 //!         })
 //!         .expect("a kernel with Landlock ABI 6");
-//!     let mut command = std::process::Command::new(&prepared.program);
-//!     command.args(&prepared.args).envs(prepared.env.iter().map(|(k, v)| (k, v)));
-//!     let hook = match &prepared.confinement {
-//!         Some(confinement) => Some(confinement.install(&mut command).expect("a pipe")),
-//!         None => None,
-//!     };
 //!     // Keep `prepared.proxy` while the app runs.
-//!     match command.spawn() {
-//!         Ok(child) => println!("{} runs confined: {:?}", child.id(), prepared.report.status),
-//!         Err(e) => match hook {
-//!             Some(hook) => eprintln!("{}", hook.explain(e)),
-//!             None => eprintln!("{e}"),
-//!         },
-//!     }
+//!     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+//!     runtime.block_on(async {
+//!         let Some(confinement) = &prepared.confinement else {
+//!             return; // unconfined: start `prepared.program` as usual
+//!         };
+//!         let env = prepared.env.clone();
+//!         match confinement.spawn(&SpawnRequest {
+//!             program: &prepared.program,
+//!             args: &prepared.args,
+//!             env: &env,
+//!             cwd: Path::new("/srv/mcpapps/notes"),
+//!         }) {
+//!             Ok(mut child) => println!("{} ended: {:?}", child.id(), child.wait().await),
+//!             Err(e) => eprintln!("{e}"),
+//!         }
+//!     });
 //!     ExitCode::SUCCESS
 //! }
 //! ```
@@ -75,8 +79,12 @@ mod report;
 mod runtime;
 #[cfg(target_os = "linux")]
 mod seccomp;
+#[cfg(target_os = "linux")]
+mod spawn;
 
-pub use confine::{Confinement, Hook};
+pub use confine::Confinement;
+#[cfg(not(target_os = "linux"))]
+pub use confine::{ConfinedChild, SpawnRequest};
 pub use policy::{
     DEVICES_READ, ETC_READ, FULL_ABI, InetSockets, LaunchFacts, OTHER_READ, PathAccess, PathRule,
     PortRule, SYSTEM_EXECUTE, SandboxPolicy, compile,
@@ -85,3 +93,5 @@ pub use probe::{KernelSupport, PROBE_ARG, run_probe_if_requested};
 pub use proxy::EgressProxy;
 pub use report::{PathReport, SandboxReport, SandboxStatus};
 pub use runtime::{ASSUME_ABI_ENV, LaunchRequest, Prepared, Sandbox, SandboxError};
+#[cfg(target_os = "linux")]
+pub use spawn::{ConfinedChild, SpawnRequest};

@@ -5,7 +5,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use mcpapp_manifest::{AppIsolation, HostPort, IsolationMode, NetworkAccess};
-use mcpapp_sandbox::{LaunchRequest, Sandbox, SandboxError, SandboxStatus};
+use mcpapp_sandbox::{LaunchRequest, Sandbox, SandboxError, SandboxStatus, SpawnRequest};
+use tokio::io::AsyncReadExt;
 
 fn sandbox() -> Sandbox {
     Sandbox::new(mcpapp_testkit::bin("mcpapp-gateway")).protect_ports([8787, 8788])
@@ -22,8 +23,8 @@ fn request<'a>(isolation: &'a AppIsolation, app_dir: &'a Path) -> LaunchRequest<
     }
 }
 
-#[test]
-fn an_app_starts_confined_with_folders_of_its_own_and_a_report() {
+#[tokio::test]
+async fn an_app_starts_confined_with_folders_of_its_own_and_a_report() {
     let dir = tempfile::tempdir().unwrap();
     let mut isolation = AppIsolation::new(IsolationMode::Enforce);
     isolation.state_directory = Some(dir.path().join("state"));
@@ -71,18 +72,25 @@ fn an_app_starts_confined_with_folders_of_its_own_and_a_report() {
 
     // Started for real, as the supervisor does: the child confines itself before the shell
     // runs.
-    #[allow(clippy::disallowed_methods)]
-    let mut command = std::process::Command::new(&prepared.program);
-    command
-        .args(&prepared.args)
-        .current_dir(&app_dir)
-        .env_clear()
-        .envs(prepared.env.iter().map(|(k, v)| (k, v)));
     let confinement = prepared.confinement.as_ref().expect("a confinement");
-    let _hook = confinement.install(&mut command).unwrap();
-    let output = command.output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout} {output:?}");
+    let mut child = confinement
+        .spawn(&SpawnRequest {
+            program: &prepared.program,
+            args: &prepared.args,
+            env: &prepared.env,
+            cwd: &app_dir,
+        })
+        .unwrap();
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .await
+        .unwrap();
+    let status = child.wait().await.unwrap();
+    assert!(status.success(), "{stdout} {status:?}");
     let lines: Vec<&str> = stdout.lines().collect();
     let root = std::fs::read_to_string("/proc/self/status")
         .unwrap()

@@ -16,8 +16,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{Instrument, debug, warn};
 
@@ -251,8 +250,13 @@ const STDERR_DRAIN: Duration = Duration::from_secs(1);
 
 /// Starts the child and the tasks that serve it.
 pub(crate) fn spawn(spec: &StdioSpawn, events: LinkEvents) -> std::io::Result<StdioLink> {
-    let mut child = start_child(spec)?;
-    let pid = child.id().unwrap_or_default();
+    let Started {
+        process: child,
+        pid,
+        stdin,
+        stdout,
+        stderr,
+    } = start_child(spec)?;
     let pgid = i32::try_from(pid).unwrap_or_default();
     spec.processes.add(pgid);
     let guard = Arc::new(GroupGuard {
@@ -266,17 +270,16 @@ pub(crate) fn spawn(spec: &StdioSpawn, events: LinkEvents) -> std::io::Result<St
     let (exited_tx, exited_rx) = watch::channel::<Option<String>>(None);
     let span = tracing::Span::current();
 
-    if let Some(stdin) = child.stdin.take() {
+    if let Some(stdin) = stdin {
         tokio::spawn(write_stdin(stdin, stdin_rx).instrument(span.clone()));
     }
     // Dropped unsent when the stderr reader ends: the sign that the tail is complete.
     let (stderr_done_tx, stderr_done_rx) = oneshot::channel::<()>();
-    if let Some(stderr) = child.stderr.take() {
+    if let Some(stderr) = stderr {
         tokio::spawn(
             read_stderr(stderr, spec.stderr.clone(), stderr_done_tx).instrument(span.clone()),
         );
     }
-    let stdout = child.stdout.take();
     let waiter = Waiter {
         child,
         pid,
@@ -307,10 +310,62 @@ pub(crate) fn spawn(spec: &StdioSpawn, events: LinkEvents) -> std::io::Result<St
     })
 }
 
-/// Starts the process: its own environment only, piped standard streams, its own group, and
-/// confined by its sandbox before the program runs.
-fn start_child(spec: &StdioSpawn) -> std::io::Result<tokio::process::Child> {
-    // The supervisor is the one crate allowed to start processes (see docs/architecture.md).
+/// The app's standard input, as the link writes it.
+type Input = Box<dyn AsyncWrite + Send + Unpin>;
+/// The app's standard output or error, as the link reads it.
+type Output = Box<dyn AsyncRead + Send + Unpin>;
+
+/// The app's process: started by Tokio when unconfined, by its sandbox when confined.
+enum Process {
+    Plain(tokio::process::Child),
+    Confined(mcpapp_sandbox::ConfinedChild),
+}
+
+impl Process {
+    async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        match self {
+            Self::Plain(child) => child.wait().await,
+            Self::Confined(child) => child.wait().await,
+        }
+    }
+}
+
+/// A started process and its streams.
+struct Started {
+    process: Process,
+    pid: u32,
+    stdin: Option<Input>,
+    stdout: Option<Output>,
+    stderr: Option<Output>,
+}
+
+/// Starts the process: its own environment only, piped standard streams, its own group (so
+/// that everything it starts can be signalled together and a Ctrl-C at the gateway's terminal
+/// does not reach it directly), and, when it has a sandbox, confined before the program runs.
+fn start_child(spec: &StdioSpawn) -> std::io::Result<Started> {
+    if let Some(confinement) = &spec.confinement {
+        let mut env = spec.env.clone();
+        env.extend(
+            spec.processes
+                .keeper_tag()
+                .map(|tag| (KEEPER_ENV.into(), tag.into())),
+        );
+        let mut child = confinement.spawn(&mcpapp_sandbox::SpawnRequest {
+            program: &spec.program,
+            args: &spec.args,
+            env: &env,
+            cwd: &spec.cwd,
+        })?;
+        return Ok(Started {
+            pid: child.id(),
+            stdin: child.stdin.take().map(|s| Box::new(s) as Input),
+            stdout: child.stdout.take().map(|s| Box::new(s) as Output),
+            stderr: child.stderr.take().map(|s| Box::new(s) as Output),
+            process: Process::Confined(child),
+        });
+    }
+    // The supervisor is the one crate allowed to start processes (see docs/architecture.md);
+    // the sandbox starts confined ones for it.
     #[allow(clippy::disallowed_methods)]
     let mut command = tokio::process::Command::new(&spec.program);
     command
@@ -322,23 +377,21 @@ fn start_child(spec: &StdioSpawn) -> std::io::Result<tokio::process::Child> {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        // Its own process group, so that everything it starts can be signalled together and a
-        // Ctrl-C at the gateway's terminal does not reach it directly.
         .process_group(0)
         .kill_on_drop(true);
-    let hook = match &spec.confinement {
-        Some(confinement) => Some(confinement.install(command.as_std_mut())?),
-        None => None,
-    };
-    command.spawn().map_err(|error| match hook {
-        Some(hook) => hook.explain(error),
-        None => error,
+    let mut child = command.spawn()?;
+    Ok(Started {
+        pid: child.id().unwrap_or_default(),
+        stdin: child.stdin.take().map(|s| Box::new(s) as Input),
+        stdout: child.stdout.take().map(|s| Box::new(s) as Output),
+        stderr: child.stderr.take().map(|s| Box::new(s) as Output),
+        process: Process::Plain(child),
     })
 }
 
 /// Writes queued lines to the child's stdin until the link lets go of the sender or the pipe
 /// breaks.
-async fn write_stdin(mut stdin: ChildStdin, mut lines: mpsc::UnboundedReceiver<String>) {
+async fn write_stdin(mut stdin: Input, mut lines: mpsc::UnboundedReceiver<String>) {
     while let Some(line) = lines.recv().await {
         let mut batch = line;
         batch.push('\n');
@@ -356,7 +409,7 @@ async fn write_stdin(mut stdin: ChildStdin, mut lines: mpsc::UnboundedReceiver<S
 
 /// Keeps the child's stderr lines in its run's tail until the end of the pipe; `done` is
 /// dropped then, so the link can wait for the tail to be complete.
-async fn read_stderr(stderr: ChildStderr, tail: StderrTail, done: oneshot::Sender<()>) {
+async fn read_stderr(stderr: Output, tail: StderrTail, done: oneshot::Sender<()>) {
     let mut lines = BufReader::with_capacity(STDERR_BUFFER, stderr).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         debug!(target: "mcpapp_supervisor::stderr", "{line}");
@@ -367,7 +420,7 @@ async fn read_stderr(stderr: ChildStderr, tail: StderrTail, done: oneshot::Sende
 
 /// The task that owns the child: it reaps it, stops it on request, and says how it ended.
 struct Waiter {
-    child: tokio::process::Child,
+    child: Process,
     pid: u32,
     pgid: i32,
     guard: Arc<GroupGuard>,
@@ -442,7 +495,7 @@ impl Ending {
 }
 
 /// Reads the child's stdout line by line into link events, then reports the link closed.
-async fn read_stdout(stdout: ChildStdout, events: LinkEvents, ending: Ending) {
+async fn read_stdout(stdout: Output, events: LinkEvents, ending: Ending) {
     let mut reader = BufReader::new(stdout);
     let mut buf = Vec::new();
     let problem = loop {
