@@ -3,11 +3,13 @@
 //! keyrings, other processes' memory).
 //!
 //! A deny list (everything else is allowed), because an allow list would have to follow every
-//! runtime's syscalls. Two filters: one answering `EPERM`, and one answering `ENOSYS` for
-//! `clone3`, whose flags a filter cannot read (they are behind a pointer), so that the C
-//! library falls back to `clone`, whose namespace flags the first filter refuses. On x86_64
-//! the x32 ABI's syscall numbers (bit 30 set) are refused before anything else, so that they
-//! cannot be used to slip past the rules keyed on the native numbers.
+//! runtime's syscalls. One filter, so that the kernel runs one program per syscall of the app
+//! and each start attaches (and compiles) one: a few hand-written instructions first, then
+//! the compiled rules answering `EPERM`. The first instructions answer `ENOSYS` for `clone3`,
+//! whose flags a filter cannot read (they are behind a pointer), so that the C library falls
+//! back to `clone`, whose namespace flags the rules refuse; and on x86_64 they refuse the x32
+//! ABI's syscall numbers (bit 30 set), so that those cannot slip past the rules keyed on the
+//! native numbers.
 
 use std::collections::BTreeMap;
 
@@ -155,40 +157,28 @@ fn deny_filter(inet: InetSockets, unix: bool) -> Result<BpfProgram, BackendError
         target()?,
     )?;
     let mut program: BpfProgram = filter.try_into()?;
-    if std::env::consts::ARCH == "x86_64" {
-        program.splice(0..0, x32_prefix());
-    }
+    program.splice(0..0, prefix(std::env::consts::ARCH));
     Ok(program)
 }
 
-/// The `ENOSYS` filter for `clone3`.
-fn clone3_filter() -> Result<BpfProgram, BackendError> {
-    let rules = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
-    SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
-        target()?,
-    )?
-    .try_into()
-}
-
-/// Both filters, in the order they are installed.
+/// The filter, as installed.
 pub(crate) fn programs(inet: InetSockets, unix: bool) -> Result<Vec<BpfProgram>, BackendError> {
-    Ok(vec![deny_filter(inet, unix)?, clone3_filter()?])
+    Ok(vec![deny_filter(inet, unix)?])
 }
 
-/// On x86_64: `EPERM` for every syscall number with the x32 bit (1 << 30) set, checked after
-/// the architecture (the compiled filter that follows kills the process on another one).
-fn x32_prefix() -> Vec<sock_filter> {
-    // BPF opcodes (linux/filter.h) and seccomp_data offsets (linux/seccomp.h).
+/// `ENOSYS` for `clone3` and, on x86_64, `EPERM` for every syscall number with the x32 bit
+/// (1 << 30) set, checked after the architecture (on another one, straight on to the compiled
+/// rules, which kill the process). Nothing on an architecture this does not know.
+fn prefix(arch: &str) -> Vec<sock_filter> {
+    // BPF opcodes (linux/filter.h), seccomp_data offsets (linux/seccomp.h) and audit
+    // architectures (linux/audit.h: the ELF machine, 64-bit and little-endian bits).
     const LD_W_ABS: u16 = 0x20;
     const JEQ_K: u16 = 0x15;
     const JGE_K: u16 = 0x35;
     const RET_K: u16 = 0x06;
     const NR: u32 = 0;
     const ARCH: u32 = 4;
-    const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+    const ARCH_64_LE: u32 = 0x8000_0000 | 0x4000_0000;
     const X32_SYSCALL_BIT: u32 = 0x4000_0000;
     const RET_ERRNO: u32 = 0x0005_0000;
     let stmt = |code, k| sock_filter {
@@ -198,14 +188,27 @@ fn x32_prefix() -> Vec<sock_filter> {
         k,
     };
     let jump = |code, k, jt, jf| sock_filter { code, jt, jf, k };
-    vec![
+    let (machine, x32) = match arch {
+        "x86_64" => (62, true),
+        "aarch64" => (183, false),
+        "riscv64" => (243, false),
+        _ => return Vec::new(),
+    };
+    let mut checks = vec![stmt(LD_W_ABS, NR)];
+    if x32 {
+        checks.push(jump(JGE_K, X32_SYSCALL_BIT, 0, 1));
+        checks.push(stmt(RET_K, RET_ERRNO | libc::EPERM as u32));
+    }
+    checks.push(jump(JEQ_K, libc::SYS_clone3 as u32, 0, 1));
+    checks.push(stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32));
+    let skip = u8::try_from(checks.len()).unwrap_or(u8::MAX);
+    let mut program = vec![
         stmt(LD_W_ABS, ARCH),
-        // Not x86_64: on to the compiled filter's own check.
-        jump(JEQ_K, AUDIT_ARCH_X86_64, 0, 3),
-        stmt(LD_W_ABS, NR),
-        jump(JGE_K, X32_SYSCALL_BIT, 0, 1),
-        stmt(RET_K, RET_ERRNO | libc::EPERM as u32),
-    ]
+        // Another architecture: past the checks, on to the compiled rules' own check.
+        jump(JEQ_K, machine | ARCH_64_LE, 0, skip),
+    ];
+    program.extend(checks);
+    program
 }
 
 /// Installs the filters on the calling thread (and so on what it executes). Sets
@@ -223,11 +226,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_filters_build_for_every_socket_policy() {
+    fn the_filter_builds_for_every_socket_policy() {
         for inet in [InetSockets::None, InetSockets::Tcp, InetSockets::Any] {
             for unix in [false, true] {
                 let programs = programs(inet, unix).unwrap();
-                assert_eq!(programs.len(), 2);
+                assert_eq!(programs.len(), 1);
                 // The kernel takes at most 4096 instructions per filter.
                 assert!(programs.iter().all(|p| p.len() < 4096), "{inet:?} {unix}");
             }
@@ -235,18 +238,29 @@ mod tests {
     }
 
     #[test]
-    fn x32_syscall_numbers_are_refused_first_on_x86_64() {
+    fn clone3_and_x32_numbers_are_answered_first() {
         let program = deny_filter(InetSockets::None, false).unwrap();
-        if std::env::consts::ARCH == "x86_64" {
-            assert_eq!(program[..5], x32_prefix()[..]);
-            assert_eq!(program[3].k, 0x4000_0000);
-            assert_eq!(program[4].k, 0x0005_0000 | libc::EPERM as u32);
-            // The compiled filter after the prefix starts with its own architecture check.
-            assert_eq!(program[5].code, 0x20);
-            assert_eq!(program[5].k, 4);
-        } else {
-            assert_ne!(program[..5], x32_prefix()[..]);
-        }
+        let prefix = prefix(std::env::consts::ARCH);
+        assert_eq!(program[..prefix.len()], prefix[..]);
+        // The compiled rules after it start with their own architecture check.
+        assert_eq!(
+            (program[prefix.len()].code, program[prefix.len()].k),
+            (0x20, 4)
+        );
+        let x86 = super::prefix("x86_64");
+        // Architecture, then x32 (EPERM), then clone3 (ENOSYS); the architecture check skips
+        // exactly the five checks.
+        assert_eq!(x86.len(), 7);
+        assert_eq!((x86[1].k, x86[1].jf), (62 | 0xC000_0000, 5));
+        assert_eq!(x86[3].k, 0x4000_0000);
+        assert_eq!(x86[4].k, 0x0005_0000 | libc::EPERM as u32);
+        assert_eq!(x86[5].k, 435);
+        assert_eq!(x86[6].k, 0x0005_0000 | libc::ENOSYS as u32);
+        let arm = super::prefix("aarch64");
+        assert_eq!(arm.len(), 5);
+        assert_eq!((arm[1].k, arm[1].jf), (0xC000_00B7, 3));
+        assert_eq!(arm[3].k, 435);
+        assert!(super::prefix("mips").is_empty());
     }
 
     #[test]

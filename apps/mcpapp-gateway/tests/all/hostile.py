@@ -82,6 +82,31 @@ def io_uring():
     return "ring created"
 
 
+# Syscall numbers and flags (asm-generic and x86_64 tables, linux/sched.h).
+SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine, 56)
+SYS_CLONE3 = 435
+CLONE_NEWUSER = 0x10000000
+SIGCHLD = 17
+
+
+def raw_clone(flags, use_clone3):
+    """A new process in a new user namespace, by `clone` or `clone3`; a child that does get
+    made leaves at once."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if use_clone3:
+        # struct clone_args: flags, pidfd, child_tid, parent_tid, exit_signal, stack, ...
+        args = (ctypes.c_uint64 * 11)(flags, 0, 0, 0, SIGCHLD, 0, 0, 0, 0, 0, 0)
+        pid = libc.syscall(SYS_CLONE3, ctypes.byref(args), ctypes.c_size_t(88))
+    else:
+        pid = libc.syscall(SYS_CLONE, ctypes.c_ulong(flags | SIGCHLD), 0, 0, 0, 0)
+    if pid == 0:
+        os._exit(0)
+    if pid < 0:
+        raise OSError(ctypes.get_errno(), "clone")
+    os.waitpid(pid, 0)
+    return "new user namespace in process %d" % pid
+
+
 def kill(pid):
     os.kill(pid, 0)
     return "may signal %d" % pid
@@ -118,6 +143,8 @@ def attack(a):
         "abstract_socket": attempt(lambda: abstract(a["abstractName"])),
         "netlink": attempt(netlink),
         "io_uring": attempt(io_uring),
+        "clone_user_namespace": attempt(lambda: raw_clone(CLONE_NEWUSER, False)),
+        "clone3_user_namespace": attempt(lambda: raw_clone(CLONE_NEWUSER, True)),
         "signal_gateway": attempt(lambda: kill(a["gatewayPid"])),
         "signal_keeper": attempt(lambda: kill(a["keeperPid"])),
         "signal_neighbour": attempt(lambda: kill(a["neighbourPid"])),

@@ -198,6 +198,10 @@ fn a_hostile_app_is_contained(unprivileged: bool) {
             "{attempt}: {outcome}\n{text}"
         );
     }
+    // A new namespace by `clone` is refused; `clone3`, whose flags a filter cannot read, is
+    // answered "not implemented", so that the C library falls back to `clone`.
+    assert_eq!(result["clone_user_namespace"], "blocked: EPERM", "{text}");
+    assert_eq!(result["clone3_user_namespace"], "blocked: ENOSYS", "{text}");
     assert_eq!(result["status"]["CapEff"], "0000000000000000", "{text}");
     assert_eq!(result["status"]["CapPrm"], "0000000000000000", "{text}");
     assert_eq!(result["status"]["NoNewPrivs"], "1", "{text}");
