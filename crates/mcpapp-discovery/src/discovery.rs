@@ -226,6 +226,42 @@ impl Discovery {
         }
     }
 
+    /// The app `manifest` would be if it were the file at `manifest_path` (which need not
+    /// exist yet), as a scan finds it: the entry's overrides applied, validated, its
+    /// environment references and permission requests checked, its sandbox settled into the
+    /// spec, the allow/deny rules applied. `install` starts an app with this before writing
+    /// its manifest, so that the probe start gets exactly what the gateway will give it.
+    /// Diagnostics carry `manifest_path` with positions in the manifest as
+    /// [`McpAppManifest::to_json_pretty`](mcpapp_manifest::McpAppManifest::to_json_pretty)
+    /// writes it.
+    pub fn resolve_manifest(
+        &self,
+        manifest: &mcpapp_manifest::McpAppManifest,
+        manifest_path: &Path,
+    ) -> DiscoveryReport {
+        let mut scan = Scan {
+            inner: &self.inner,
+            report: DiscoveryReport::default(),
+            seen_files: HashSet::new(),
+            first_by_id: HashMap::new(),
+        };
+        let text = manifest.to_json_pretty();
+        let parsed = mcpapp_manifest::McpAppManifest::parse(&text).map_err(|err| {
+            Diagnostic::new(
+                Some(manifest_path),
+                err.position(),
+                Severity::Error,
+                format!("invalid manifest, skipped: {}", err.detail()),
+            )
+        });
+        scan.found(Found {
+            path: manifest_path.to_path_buf(),
+            canonical: manifest_path.to_path_buf(),
+            parsed,
+        });
+        scan.report
+    }
+
     /// The folders (or manifest files) a scan reads, resolved as [`Discovery::scan`] resolves
     /// them, in configured order; empty when MCP Apps are disabled. Unusable paths (an unset
     /// `env:` variable, an empty path) are left out: a scan reports them. A watcher of changes

@@ -155,7 +155,8 @@ impl GatewayBuilder {
     }
 
     /// The sandbox stdio apps run in (see `mcpapp_sandbox`); both listeners' ports are kept
-    /// closed to apps whatever their network grant, unless a grant names the port.
+    /// closed to apps whatever their network grant, unless a grant names the port. The
+    /// [`installer`](GatewayBuilder::installer)'s probe starts run in it too.
     pub fn sandbox(mut self, sandbox: mcpapp_supervisor::Sandbox) -> Self {
         self.sandbox = Some(sandbox);
         self
@@ -256,10 +257,17 @@ impl GatewayBuilder {
         if let Some(keeper) = self.keeper {
             supervisor = supervisor.keeper(keeper);
         }
-        if let Some(sandbox) = self.sandbox {
-            supervisor =
-                supervisor.sandbox(sandbox.protect_ports([local.port(), sandbox_local.port()]));
+        let sandbox = self
+            .sandbox
+            .map(|s| Arc::new(s.protect_ports([local.port(), sandbox_local.port()])));
+        if let Some(sandbox) = &sandbox {
+            supervisor = supervisor.sandbox(sandbox.clone());
         }
+        // The "Add apps" view's probe starts run new apps in the same sandbox as the others.
+        let installer = match (self.installer, &sandbox) {
+            (Some(installer), Some(sandbox)) => Some(installer.with_sandbox(sandbox.clone())),
+            (installer, _) => installer,
+        };
         if let Some(policy) = self.policy {
             supervisor = supervisor.policy(policy);
         }
@@ -292,7 +300,7 @@ impl GatewayBuilder {
             config_source: self.source,
             diagnostics: Some(diagnostics_of(&sync)),
             elicitations,
-            installer: self.installer,
+            installer,
             oauth,
         };
         let limits = config.connections;

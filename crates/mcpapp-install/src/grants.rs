@@ -81,6 +81,22 @@ impl GrantsFile {
         self.edit(&text, id, grants)
     }
 
+    /// The discovery the gateway would build from the file once `grants` for app `id` are
+    /// recorded; nothing is written. An install gives it to its probe start
+    /// ([`Installer::with_discovery`](crate::Installer::with_discovery)), since grants are
+    /// recorded only after the install succeeds.
+    ///
+    /// # Errors
+    /// As [`GrantsFile::check`].
+    pub fn discovery_with(
+        &self,
+        id: &str,
+        grants: &[Permission],
+    ) -> Result<Discovery, InstallError> {
+        let change = self.check(id, grants)?;
+        self.build(&change.text).map_err(|e| self.config_error(&e))
+    }
+
     /// Records `grants` for app `id` (see the module documentation); grants already there
     /// are not added again, and a file that would not change is not written.
     ///

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use mcpapp_discovery::Discovery;
 use mcpapp_manifest::{InstallRecord, MANIFEST_FILE_NAME, McpAppsConfig, RUNTIME_FOLDER_NAME};
+use mcpapp_supervisor::Sandbox;
 
 use crate::draft::{Launch, Runtime};
 use crate::error::InstallError;
@@ -16,7 +17,7 @@ use crate::fetch::Http;
 use crate::inputs::Values;
 use crate::mcpb::BundleLimits;
 use crate::plan::Plan;
-use crate::probe::{ProbeResult, probe};
+use crate::probe::{ProbeResult, Probed, probe};
 use crate::registry::{RegistryClient, RegistryEntry};
 use crate::secrets::{INPUT_PREFIX, SecretStore};
 use crate::server_json::{DEFAULT_NPM_REGISTRY, DEFAULT_PYPI};
@@ -46,6 +47,7 @@ pub struct InstallerBuilder {
     mode: Mode,
     vendor: VendorOptions,
     probe: bool,
+    sandbox: Option<Arc<Sandbox>>,
     npm_registry: String,
     pypi: String,
     limits: BundleLimits,
@@ -81,6 +83,15 @@ impl InstallerBuilder {
     /// Whether to start the app once after installing, to find its UI (on by default).
     pub fn probe(mut self, probe: bool) -> Self {
         self.probe = probe;
+        self
+    }
+
+    /// The sandbox the probe start runs the app in: the gateway's (see `mcpapp_sandbox`),
+    /// so that the freshly installed app, untrusted code, is confined by the operator's
+    /// isolation settings exactly as `serve` confines it. Without one the probe runs stdio
+    /// apps unconfined, which only a host without a sandbox of its own should do.
+    pub fn sandbox(mut self, sandbox: impl Into<Arc<Sandbox>>) -> Self {
+        self.sandbox = Some(sandbox.into());
         self
     }
 
@@ -122,6 +133,7 @@ impl InstallerBuilder {
                 mode: self.mode,
                 vendor: self.vendor,
                 probe: self.probe,
+                sandbox: self.sandbox,
                 npm_registry: self.npm_registry,
                 pypi: self.pypi,
                 limits: self.limits,
@@ -137,7 +149,7 @@ pub struct Installer {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Inner {
     apps_dir: PathBuf,
     secrets: SecretStore,
@@ -146,6 +158,7 @@ struct Inner {
     mode: Mode,
     vendor: VendorOptions,
     probe: bool,
+    sandbox: Option<Arc<Sandbox>>,
     npm_registry: String,
     pypi: String,
     limits: BundleLimits,
@@ -189,9 +202,36 @@ impl Installer {
             mode: Mode::Vendor,
             vendor: VendorOptions::default(),
             probe: true,
+            sandbox: None,
             npm_registry: DEFAULT_NPM_REGISTRY.to_owned(),
             pypi: DEFAULT_PYPI.to_owned(),
             limits: BundleLimits::default(),
+        }
+    }
+
+    /// This installer with its probe starts in `sandbox` (see
+    /// [`InstallerBuilder::sandbox`]): a gateway hands its own sandbox, with its listeners'
+    /// ports protected, to the installer it serves once those ports are known.
+    #[must_use]
+    pub fn with_sandbox(&self, sandbox: impl Into<Arc<Sandbox>>) -> Self {
+        let mut inner = (*self.inner).clone();
+        inner.sandbox = Some(sandbox.into());
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// This installer with `discovery` (and its configuration) in place of its own: the
+    /// configuration as it will be once grants given at install time are recorded (see
+    /// [`GrantsFile::discovery_with`](crate::GrantsFile::discovery_with)), so that the probe
+    /// start gets them.
+    #[must_use]
+    pub fn with_discovery(&self, discovery: Discovery) -> Self {
+        let mut inner = (*self.inner).clone();
+        inner.config = discovery.config().clone();
+        inner.discovery = Some(discovery);
+        Self {
+            inner: Arc::new(inner),
         }
     }
 
@@ -407,21 +447,7 @@ impl Installer {
             write_atomic(&folder.join(name), text.as_bytes())?;
         }
         let probed = if self.inner.probe {
-            progress("starting the app once to see what it offers");
-            let found = probe(
-                &manifest,
-                folder,
-                &self.inner.config,
-                Arc::new(self.inner.secrets.clone()),
-            )
-            .await
-            .map_err(|reason| InstallError::Probe {
-                id: plan.id.clone(),
-                reason,
-            })?;
-            manifest.has_ui = found.has_ui;
-            manifest.ui_resource_uri = found.ui_resource_uri.clone();
-            Some(found)
+            self.probe(plan, &mut manifest, progress).await?
         } else {
             None
         };
@@ -458,6 +484,49 @@ impl Installer {
             requested,
             ungranted,
         })
+    }
+
+    /// The probe start of `manifest` (see `probe.rs`); records its UI in the manifest.
+    async fn probe(
+        &self,
+        plan: &Plan,
+        manifest: &mut mcpapp_manifest::McpAppManifest,
+        progress: &Progress,
+    ) -> Result<Option<ProbeResult>, InstallError> {
+        let failed = |reason: String| InstallError::Probe {
+            id: plan.id.clone(),
+            reason,
+        };
+        // Without a discovery of its own, the installer's configuration alone decides.
+        let discovery = match self.discovery() {
+            Some(discovery) => discovery.clone(),
+            None => Discovery::builder(self.inner.config.clone())
+                .build()
+                .map_err(|e| failed(e.to_string()))?,
+        };
+        let probed = probe(
+            manifest,
+            &plan.folder,
+            &discovery,
+            self.inner.sandbox.clone(),
+            Arc::new(self.inner.secrets.clone()),
+            progress,
+        )
+        .await
+        .map_err(failed)?;
+        match probed {
+            Probed::Ran(found) => {
+                manifest.has_ui = found.has_ui;
+                manifest.ui_resource_uri = found.ui_resource_uri.clone();
+                Ok(Some(found))
+            }
+            Probed::NotRunnable(reason) => {
+                progress(&format!(
+                    "not started: the gateway would not run it as configured now ({reason}); its views are found when it first runs"
+                ));
+                Ok(None)
+            }
+        }
     }
 
     /// The manifest's record of where the app came from and the values it was given; secret

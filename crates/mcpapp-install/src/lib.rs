@@ -7,7 +7,11 @@
 //! use mcpapp_install::{Installer, Request, SecretStore, Source, resolve};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! // The probe start after an install runs the app confined, like the gateway does; this
+//! // executable must call `mcpapp_sandbox::run_probe_if_requested()` first in `main`.
+//! let sandbox = mcpapp_supervisor::Sandbox::current_exe()?;
 //! let installer = Installer::builder("./mcpapps", SecretStore::new("/var/lib/mcpapp/secrets.json"))
+//!     .sandbox(sandbox)
 //!     .build()?;
 //! let source = Source::parse("pypi:mcp-server-time==2026.10.19", std::path::Path::new("."))?;
 //! let plan = installer.plan(&source, &Request::default()).await?;
@@ -29,7 +33,9 @@
 //!   start offline, at once, at the pinned version.
 //! - **Secrets** go to the gateway's [`SecretStore`], never into the folder; the manifest
 //!   refers to them as `secret:NAME`, which only that app, in that folder, can resolve.
-//! - **A probe start** finds whether the app has MCP App views before the manifest is written.
+//! - **A probe start** finds whether the app has MCP App views before the manifest is written;
+//!   the app starts as the gateway would start it, in the sandbox the host hands the installer
+//!   ([`InstallerBuilder::sandbox`]), with the operator's isolation settings.
 //! - **Life after install**: [`Installer::installed`], [`Installer::plan_update`] (inputs and
 //!   secrets kept, rolled back on failure), [`Installer::uninstall`].
 #![warn(missing_docs)]

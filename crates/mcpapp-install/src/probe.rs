@@ -1,8 +1,14 @@
 //! The probe start after an install: the app is started once through a supervisor of its
-//! own, exactly as the gateway will start it (the operator's entry overrides, inherited
-//! environment and secrets), and its tools are read: a tool with `_meta.ui.resourceUri` shows
-//! that the app has MCP App views, and the first such resource is its primary UI. No other
-//! format says this (see the install reference), so asking the app is the only way.
+//! own, exactly as the gateway will start it, and its tools are read: a tool with
+//! `_meta.ui.resourceUri` shows that the app has MCP App views, and the first such resource is
+//! its primary UI. No other format says this (see the install reference), so asking the app is
+//! the only way.
+//!
+//! "Exactly as the gateway" includes the sandbox: the app is untrusted code, so the manifest
+//! goes through the installer's discovery (the operator's entry overrides, environment rules,
+//! isolation mode and grants, state directory) and the app starts in the sandbox the
+//! installer was given, as `serve` would start it. An app the gateway would not run (requests
+//! not granted yet, an entry disabled) is not started at all.
 //!
 //! The probe runs before the manifest is written, so a running gateway never sees the app
 //! until it is known to start.
@@ -11,12 +17,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcpapp_discovery::{DiscoveredApp, DiscoveryReport};
+use mcpapp_discovery::Discovery;
 use mcpapp_manifest::{
-    InstallState, Lifecycle, MANIFEST_FILE_NAME, McpAppManifest, McpAppsConfig, SecretResolver,
-    SupervisionConfig,
+    InstallState, Lifecycle, MANIFEST_FILE_NAME, McpAppManifest, SecretResolver, SupervisionConfig,
 };
-use mcpapp_supervisor::{SupervisionPolicy, Supervisor};
+use mcpapp_supervisor::{Sandbox, SupervisionPolicy, Supervisor};
 
 /// What the probe found.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -31,38 +36,44 @@ pub struct ProbeResult {
     pub server_info: Option<(String, String)>,
 }
 
-/// Starts the app of `manifest` (in `root`) once and reads its tools; the app is stopped
-/// again before this returns. Errors are the app's, with its last stderr lines.
+/// What became of a probe start.
+#[derive(Debug)]
+pub(crate) enum Probed {
+    /// The app started and listed its tools.
+    Ran(ProbeResult),
+    /// The gateway would not run the app as it is configured now, so it was not started;
+    /// why, in discovery's words (naming the setting).
+    NotRunnable(String),
+}
+
+/// Starts the app of `manifest` (in `root`) once, as `discovery` resolves it and in
+/// `sandbox`, and reads its tools; the app is stopped again before this returns. Errors are
+/// the app's (or its sandbox's), with its last stderr lines.
 pub(crate) async fn probe(
     manifest: &McpAppManifest,
     root: &Path,
-    config: &McpAppsConfig,
+    discovery: &Discovery,
+    sandbox: Option<Arc<Sandbox>>,
     secrets: Arc<dyn SecretResolver>,
-) -> Result<ProbeResult, String> {
+    progress: &crate::Progress,
+) -> Result<Probed, String> {
     let id = manifest.id.clone().unwrap_or_default();
-    let effective = match config.entries.get(&id) {
-        Some(entry) => manifest.with_overrides(entry),
-        None => manifest.clone(),
+    let report = discovery.resolve_manifest(manifest, &root.join(MANIFEST_FILE_NAME));
+    let Some(app) = report.apps.first() else {
+        let problems: Vec<String> = report.diagnostics.iter().map(ToString::to_string).collect();
+        return Err(problems.join("; "));
     };
-    let spec = effective.validate().map_err(|errors| {
-        errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ")
-    })?;
+    let Some(spec) = &app.spec else {
+        return not_runnable(discovery, &id, manifest, &app.state);
+    };
     let startup = spec.startup_timeout;
-    let mut state = InstallState::new(effective, root.join(MANIFEST_FILE_NAME), root.to_path_buf());
-    state.lifecycle = Lifecycle::Validated;
-    let report = DiscoveryReport {
-        apps: vec![DiscoveredApp {
-            state,
-            spec: Some(spec),
-        }],
-        diagnostics: Vec::new(),
-    };
-    let supervisor = Supervisor::builder()
-        .config(config)
+    progress(if sandbox.is_some() {
+        "starting the app once, in its sandbox, to see what it offers"
+    } else {
+        "starting the app once to see what it offers"
+    });
+    let mut supervisor = Supervisor::builder()
+        .config(discovery.config())
         .policy(SupervisionPolicy::from_config(
             &SupervisionConfig {
                 auto_restart: Some(false),
@@ -72,8 +83,11 @@ pub(crate) async fn probe(
             },
             None,
         ))
-        .secrets(secrets)
-        .build();
+        .secrets(secrets);
+    if let Some(sandbox) = sandbox {
+        supervisor = supervisor.sandbox(sandbox);
+    }
+    let supervisor = supervisor.build();
     supervisor.load(&report);
     let result = async {
         let handle = supervisor
@@ -114,14 +128,38 @@ pub(crate) async fn probe(
             .tools
             .iter()
             .find_map(|tool| tool.ui_resource_uri.clone());
-        Ok(ProbeResult {
+        Ok(Probed::Ran(ProbeResult {
             has_ui: ui.is_some(),
             ui_resource_uri: ui,
             tools: descriptors.tools.len(),
             server_info: snapshot.server_info,
-        })
+        }))
     }
     .await;
     supervisor.shutdown().await;
     result
+}
+
+/// Why the gateway would not run an app discovery did not accept: requests not granted yet
+/// (the install goes on, saying so) or a disabled entry; anything else wrong stops the install.
+fn not_runnable(
+    discovery: &Discovery,
+    id: &str,
+    manifest: &McpAppManifest,
+    state: &InstallState,
+) -> Result<Probed, String> {
+    let reasons = state.validation_errors.join("; ");
+    if state.lifecycle == Lifecycle::Disabled {
+        return Ok(Probed::NotRunnable(reasons));
+    }
+    let ungranted = discovery.ungranted_permissions(id, manifest);
+    if !ungranted.is_empty()
+        && state
+            .validation_errors
+            .iter()
+            .all(|e| ungranted.contains(e))
+    {
+        return Ok(Probed::NotRunnable(reasons));
+    }
+    Err(reasons)
 }

@@ -102,9 +102,11 @@ impl SupervisorBuilder {
     /// Confines every stdio app in a sandbox of its own (see `mcpapp_sandbox`): its isolation
     /// settings (`McpApps.Isolation`, which discovery resolves into each app's spec) are
     /// applied by each app's process before its program runs. Without one, stdio apps run
-    /// unconfined and their snapshot says so.
-    pub fn sandbox(mut self, sandbox: mcpapp_sandbox::Sandbox) -> Self {
-        self.env.sandbox = Some(Arc::new(sandbox));
+    /// unconfined and their snapshot says so. An `Arc` lets one sandbox (its kernel probe,
+    /// its state folders) serve several supervisors, such as the gateway's and an install's
+    /// probe start.
+    pub fn sandbox(mut self, sandbox: impl Into<Arc<mcpapp_sandbox::Sandbox>>) -> Self {
+        self.env.sandbox = Some(sandbox.into());
         self
     }
 

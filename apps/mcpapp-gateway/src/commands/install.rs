@@ -89,7 +89,30 @@ fn installer(config: &ConfigArgs, how: Option<&HowArgs>) -> Result<Installer, Fa
                 }),
             });
     }
+    // The probe start runs the new app, untrusted code, in the sandbox `serve` would give
+    // it; this executable is the sandbox's kernel probe, as for `serve`.
+    if how.is_some_and(|how| !how.no_probe) {
+        builder = builder.sandbox(sandbox(&loaded));
+    }
     builder.build().map_err(usage)
+}
+
+/// The sandbox of this command's probe starts, as `serve` makes it; the ports of
+/// `Gateway.Bind` and `Gateway.SandboxBind`, when they name one, are kept closed to the app
+/// as `serve` keeps its listeners' (the ports a running gateway chose itself are not known
+/// here, and an app without a network grant reaches no port anyway).
+fn sandbox(loaded: &crate::config::Loaded) -> mcpapp_sandbox::Sandbox {
+    let sandbox = mcpapp_sandbox::Sandbox::current_exe().unwrap_or_else(|err| {
+        tracing::warn!("cannot find this executable to probe the kernel's sandbox support ({err}); sandboxed apps will fail to start");
+        mcpapp_sandbox::Sandbox::new("/proc/self/exe")
+    });
+    let ports = [&loaded.gateway.bind, &loaded.gateway.sandbox_bind]
+        .into_iter()
+        .flatten()
+        .filter_map(|bind| bind.parse::<std::net::SocketAddr>().ok())
+        .map(|addr| addr.port())
+        .filter(|port| *port != 0);
+    sandbox.protect_ports(ports)
 }
 
 /// The installer of `serve`'s "Add apps" view: apps go where `install` puts them, with the
@@ -227,6 +250,11 @@ pub(crate) async fn install(args: &InstallArgs) -> Result<ExitCode, Failure> {
         return Ok(ExitCode::SUCCESS);
     }
     agree("Install it?", args.yes)?;
+    // Grants are recorded once the install succeeds, but its probe start runs with them.
+    let installer = match &file {
+        Some(file) => installer.with_discovery(file.discovery_with(&plan.id, &grants)?),
+        None => installer,
+    };
     let installed = installer.install(&plan, &values, &progress).await?;
     let mut out = std::io::stdout().lock();
     let verb = if installed.previous_version.is_some() {

@@ -108,7 +108,7 @@ fn real_packages_from_npm_and_pypi_install_and_answer_under_serve() {
     tree.write(
         "appsettings.json",
         r#"{"McpApps": {"Enabled": true, "DiscoveryPaths": ["apps"], "SecretsFile": "state/secrets.json",
-            "Supervision": {"HealthCheckIntervalMs": 0}}}"#,
+            "StateDirectory": "state", "Supervision": {"HealthCheckIntervalMs": 0}}}"#,
     );
     let sources: [(&str, &[&str]); 3] = [
         (
@@ -339,6 +339,8 @@ fn a_local_registry_drives_install_installed_update_and_uninstall_with_a_secret_
             "Enabled": true,
             "DiscoveryPaths": ["apps"],
             "SecretsFile": "state/secrets.json",
+            // The apps' HOME and TMPDIR, for the probe starts and serve alike.
+            "StateDirectory": "state",
             "Registries": [{"Name": "local", "Url": registry.url}],
             "Supervision": {"HealthCheckIntervalMs": 0, "AutoRestart": false}
         }})

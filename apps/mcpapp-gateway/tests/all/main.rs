@@ -9,6 +9,7 @@ mod discover;
 mod grants;
 mod install;
 mod oauth;
+mod probe;
 mod reload;
 mod sandbox;
 mod serve;

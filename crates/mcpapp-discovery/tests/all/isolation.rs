@@ -197,6 +197,44 @@ fn the_operators_own_grants_cover_requests_and_apply_without_one() {
 }
 
 #[test]
+fn a_manifest_not_written_yet_resolves_as_a_scan_would_find_it() {
+    // What `install` starts before the manifest exists: the same grants, refusals and spec.
+    let tree = Tree::new();
+    let manifest = mcpapp_manifest::McpAppManifest::parse(REQUESTING)
+        .unwrap()
+        .manifest;
+    let at = tree.path("apps/notes/openclaw.mcpapp.json");
+    let mut config = enabled();
+    let refused = discovery(&tree, config.clone())
+        .unwrap()
+        .resolve_manifest(&manifest, &at);
+    let app = &refused.apps[0];
+    assert!(app.spec.is_none());
+    assert_eq!(app.state.validation_errors.len(), 4, "{refused:?}");
+    assert!(
+        refused
+            .diagnostics
+            .iter()
+            .all(|d| d.path.as_deref() == Some(at.as_path()))
+    );
+    assert!(!at.exists(), "nothing is written");
+
+    config.isolation.allow_manifest_permissions = patterns(
+        &["~/notes"],
+        &["~/notes/out"],
+        &["api.example.com:443", "tcp:5432"],
+    );
+    let discovery = discovery(&tree, config).unwrap();
+    let resolved = discovery.resolve_manifest(&manifest, &at);
+    let spec = resolved.apps[0].spec.clone().expect("granted");
+    // Written as `install` writes it, a scan finds the same app.
+    tree.manifest("apps/notes", &manifest.to_json_pretty());
+    let scanned = discovery.scan();
+    assert_eq!(Some(&spec), scanned.app("notes").unwrap().spec.as_ref());
+    assert_eq!(spec.isolation.write, [home(&tree, "notes/out")]);
+}
+
+#[test]
 fn a_request_for_what_the_sandbox_protects_is_refused_even_when_every_path_is_allowed() {
     let tree = Tree::new();
     tree.manifest(

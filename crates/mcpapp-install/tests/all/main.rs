@@ -47,8 +47,21 @@ impl Place {
         SecretStore::new(self.dir.path().join("state/secrets.json"))
     }
 
+    /// The operator's configuration: it allows the folders the test bundles' `directory`
+    /// inputs ask for, so that the probe start (which, like the gateway, refuses to run an
+    /// app whose requests are not granted) and [`Place::start`] run them.
+    pub(crate) fn config(&self) -> McpAppsConfig {
+        let mut config = McpAppsConfig {
+            enabled: true,
+            ..McpAppsConfig::default()
+        };
+        config.isolation.allow_manifest_permissions.write = vec!["/srv/**".to_owned()];
+        config
+    }
+
     pub(crate) fn installer(&self, probe: bool) -> Installer {
         Installer::builder(self.apps(), self.store())
+            .config(self.config())
             .probe(probe)
             .build()
             .unwrap()
@@ -61,12 +74,7 @@ impl Place {
 
     /// Starts every app in the apps folder as the gateway would, with the secret store.
     pub(crate) async fn start(&self) -> Supervisor {
-        // The operator allows the folders the test bundles' `directory` inputs ask for.
-        let mut config = McpAppsConfig {
-            enabled: true,
-            ..McpAppsConfig::default()
-        };
-        config.isolation.allow_manifest_permissions.write = vec!["/srv/**".to_owned()];
+        let config = self.config();
         let report = Discovery::builder(config.clone())
             .discovery_paths(vec![self.apps().display().to_string()], "/")
             .build()
