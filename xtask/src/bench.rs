@@ -840,8 +840,11 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
             &out,
             &logs,
             &loadgen,
-            options.apps,
-            startup::Isolation::On,
+            startup::Apps {
+                count: options.apps,
+                isolation: startup::Isolation::On,
+                fresh_state: false,
+            },
             1,
         )?);
     }

@@ -10,8 +10,14 @@
 //! gateway, fixture-app and loadgen from DIR instead of building them, so two builds can be
 //! compared side by side. `--isolation` picks the apps' sandbox (`McpApps.Isolation.Mode`
 //! `enforce`, the default, or `off`); `both` starts the gateway both ways in every run (in
-//! alternating order) and reports the ratio, the cost of the sandbox.
+//! alternating order) and reports the ratio, the cost of the sandbox. `--state` says whether
+//! the sandboxed apps' state folders (`<StateDirectory>/apps/<id>`, their `HOME`) exist when
+//! the gateway starts, as `install` leaves them (its probe start makes them) and as every
+//! start after an app's first finds them (`installed`, the default), or are made by this
+//! start (`fresh`: one `mkdir` per app, on ext4 slowed by the inodes this bench deleted the
+//! run before).
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -22,7 +28,7 @@ use crate::bench::Loadgen;
 use crate::http;
 use crate::stack::{self, Program};
 
-const USAGE: &str = "usage: cargo xtask bench startup [--apps N] [--repeat R] [--bin DIR] [--isolation on|off|both]";
+const USAGE: &str = "usage: cargo xtask bench startup [--apps N] [--repeat R] [--bin DIR] [--isolation on|off|both] [--state installed|fresh]";
 
 /// Which sandbox the measured apps run in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +48,8 @@ struct Options {
     repeat: usize,
     bin: Option<PathBuf>,
     isolation: Isolation,
+    /// Whether the sandboxed apps' state folders are made by the measured start.
+    fresh_state: bool,
 }
 
 impl Options {
@@ -51,6 +59,7 @@ impl Options {
             repeat: 5,
             bin: None,
             isolation: Isolation::On,
+            fresh_state: false,
         };
         let mut rest = args.iter();
         while let Some(arg) = rest.next() {
@@ -74,6 +83,13 @@ impl Options {
                         "off" => Isolation::Off,
                         "both" => Isolation::Both,
                         other => bail!("--isolation takes on, off or both, not `{other}`"),
+                    }
+                }
+                "--state" => {
+                    options.fresh_state = match value?.as_str() {
+                        "installed" => false,
+                        "fresh" => true,
+                        other => bail!("--state takes installed or fresh, not `{other}`"),
                     }
                 }
                 other => bail!("unknown option `{other}`\n{USAGE}"),
@@ -122,8 +138,11 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
             &out,
             &logs,
             &loadgen,
-            options.apps,
-            options.isolation,
+            Apps {
+                count: options.apps,
+                isolation: options.isolation,
+                fresh_state: options.fresh_state,
+            },
             run,
         )?);
     }
@@ -131,7 +150,12 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     let json_path = out.join("startup.json");
     stack::write_json(
         &json_path,
-        &json!({ "bin": bin, "repeat": options.repeat, "startup": startups }),
+        &json!({
+            "bin": bin,
+            "repeat": options.repeat,
+            "stateFolders": if options.fresh_state { "fresh" } else { "installed" },
+            "startup": startups,
+        }),
     )?;
     println!("\nresults: {}", json_path.display());
     Ok(())
@@ -258,12 +282,14 @@ fn tree_cpu(pid: u32) -> Duration {
 }
 
 /// Lays out `count` fixture-app stdio apps and a configuration in `folder`, the apps
-/// sandboxed (`enforce`) or not (`off`).
+/// sandboxed (`enforce`) or not (`off`); sandboxed ones with their state folders unless
+/// `fresh_state`.
 fn lay_out(
     folder: &Path,
     fixture: &Path,
     count: usize,
     sandboxed: bool,
+    fresh_state: bool,
 ) -> anyhow::Result<std::path::PathBuf> {
     if folder.exists() {
         std::fs::remove_dir_all(folder)
@@ -284,6 +310,16 @@ fn lay_out(
                 "environment": {"RUST_LOG": "warn"},
             }),
         )?;
+        if sandboxed && !fresh_state {
+            // As `install` leaves an app: its probe start made the folder.
+            let home = folder.join("state/apps").join(&id);
+            std::fs::create_dir_all(&home)
+                .with_context(|| format!("creating {}", home.display()))?;
+            for dir in [folder.join("state"), folder.join("state/apps"), home] {
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                    .with_context(|| format!("restricting {}", dir.display()))?;
+            }
+        }
     }
     let config = folder.join("appsettings.json");
     let mode = if sandboxed { "enforce" } else { "off" };
@@ -305,8 +341,15 @@ fn start_gateway(
     logs: &Path,
     count: usize,
     sandboxed: bool,
+    fresh_state: bool,
 ) -> anyhow::Result<GatewayStart> {
-    let config = lay_out(folder, &bin.join("fixture-app"), count, sandboxed)?;
+    let config = lay_out(
+        folder,
+        &bin.join("fixture-app"),
+        count,
+        sandboxed,
+        fresh_state,
+    )?;
     let config_arg = config.display().to_string();
     let log = logs.join(format!("gateway-startup-{count}.log"));
     let before = SystemTime::now();
@@ -394,14 +437,22 @@ fn start_many(
     logs: &Path,
     count: usize,
     sandboxed: bool,
+    fresh_state: bool,
 ) -> anyhow::Result<GatewayStart> {
-    let how = if sandboxed {
-        "isolation on"
-    } else {
-        "isolation off"
+    let how = match (sandboxed, fresh_state) {
+        (false, _) => "isolation off",
+        (true, false) => "isolation on (state folders as install leaves them)",
+        (true, true) => "isolation on (state folders made by this start)",
     };
     println!("\n==> start-up: {count} stdio apps through the gateway, {how}");
-    let many = start_gateway(bin, &out.join("startup"), logs, count, sandboxed)?;
+    let many = start_gateway(
+        bin,
+        &out.join("startup"),
+        logs,
+        count,
+        sandboxed,
+        fresh_state,
+    )?;
     println!(
         "  Running after {:.3} s (polled), {} s (the gateway's own times), {:.1} ms of CPU; RSS {} KiB ({} KiB anonymous)",
         many.polled.as_secs_f64(),
@@ -415,29 +466,52 @@ fn start_many(
 
 /// One run of the start-up and memory measurements; `run` (1-based) alternates the order of
 /// the two gateways with `Isolation::Both`, so neither always goes first.
+/// What one start-up measurement starts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Apps {
+    /// How many apps.
+    pub(crate) count: usize,
+    /// In which sandbox.
+    pub(crate) isolation: Isolation,
+    /// Whether the measured start makes the sandboxed apps' state folders.
+    pub(crate) fresh_state: bool,
+}
+
 pub(crate) fn measure(
     bin: &Path,
     out: &Path,
     logs: &Path,
     loadgen: &Loadgen<'_>,
-    count: usize,
-    isolation: Isolation,
+    apps: Apps,
     run: usize,
 ) -> anyhow::Result<Value> {
+    let Apps {
+        count,
+        isolation,
+        fresh_state,
+    } = apps;
+    let start = |sandboxed| start_many(bin, out, logs, count, sandboxed, fresh_state);
     let (many, off) = match isolation {
-        Isolation::On => (start_many(bin, out, logs, count, true)?, None),
-        Isolation::Off => (start_many(bin, out, logs, count, false)?, None),
+        Isolation::On => (start(true)?, None),
+        Isolation::Off => (start(false)?, None),
         Isolation::Both if run % 2 == 1 => {
-            let off = start_many(bin, out, logs, count, false)?;
-            (start_many(bin, out, logs, count, true)?, Some(off))
+            let off = start(false)?;
+            (start(true)?, Some(off))
         }
         Isolation::Both => {
-            let on = start_many(bin, out, logs, count, true)?;
-            (on, Some(start_many(bin, out, logs, count, false)?))
+            let on = start(true)?;
+            (on, Some(start(false)?))
         }
     };
     let sandboxed = isolation != Isolation::Off;
-    let one = start_gateway(bin, &out.join("startup-one"), logs, 1, sandboxed)?;
+    let one = start_gateway(
+        bin,
+        &out.join("startup-one"),
+        logs,
+        1,
+        sandboxed,
+        fresh_state,
+    )?;
     println!(
         "  with one app: RSS {} KiB ({} KiB anonymous)",
         one.rss_kib, one.anon_kib
@@ -496,6 +570,12 @@ mod tests {
             (50, 5, None)
         );
         assert_eq!(defaults.isolation, Isolation::On);
+        assert!(!defaults.fresh_state);
+        assert!(
+            Options::parse(&args(&["--state", "fresh"]))
+                .unwrap()
+                .fresh_state
+        );
         let set = Options::parse(&args(&[
             "--repeat",
             "2",
@@ -515,6 +595,7 @@ mod tests {
             (&["--repeat"][..], "--repeat needs a value"),
             (&["--fast"][..], "unknown option `--fast`"),
             (&["--isolation", "maybe"][..], "on, off or both"),
+            (&["--state", "warm"][..], "installed or fresh"),
         ] {
             let err = Options::parse(&args(bad)).unwrap_err().to_string();
             assert!(err.contains(named), "{bad:?}: {err}");
