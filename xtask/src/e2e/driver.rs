@@ -34,7 +34,15 @@ pub(super) fn start_chromedriver(driver: &Path, logs: &Path) -> anyhow::Result<(
         &Program {
             name: "chromedriver",
             path: driver,
-            args: &[&port_arg, &log_arg, "--allowed-ips=127.0.0.1"],
+            // Warnings and errors only: at its default level (INFO) chromedriver logs every
+            // command with its arguments, the keys typed into the page (the gateway's token,
+            // an API key) among them.
+            args: &[
+                &port_arg,
+                &log_arg,
+                "--log-level=WARNING",
+                "--allowed-ips=127.0.0.1",
+            ],
             envs: &[],
             log: &logs.join("chromedriver.stderr.log"),
         },
