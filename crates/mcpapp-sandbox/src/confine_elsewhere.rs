@@ -2,9 +2,7 @@
 //! [`ConfinedChild`] have no values, so a launch never carries one (`enforce` refuses the
 //! app, `best-effort` runs it unconfined).
 
-use std::ffi::OsString;
 use std::io;
-use std::path::Path;
 use std::process::ExitStatus;
 
 /// Never constructed here: only Linux has a sandbox.
@@ -21,22 +19,9 @@ impl Confinement {
     ///
     /// # Errors
     /// None.
-    pub fn spawn(&self, _request: &SpawnRequest<'_>) -> io::Result<ConfinedChild> {
+    pub fn spawn(&self, _request: &crate::SpawnRequest<'_>) -> io::Result<ConfinedChild> {
         match *self {}
     }
-}
-
-/// One program to start confined.
-#[derive(Debug, Clone, Copy)]
-pub struct SpawnRequest<'a> {
-    /// The program (absolute, or relative to `cwd`).
-    pub program: &'a Path,
-    /// Its arguments, after the program's name.
-    pub args: &'a [OsString],
-    /// Its whole environment.
-    pub env: &'a [(OsString, OsString)],
-    /// Its working folder.
-    pub cwd: &'a Path,
 }
 
 /// Never constructed here.

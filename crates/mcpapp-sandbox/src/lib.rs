@@ -82,9 +82,9 @@ mod seccomp;
 #[cfg(target_os = "linux")]
 mod spawn;
 
-pub use confine::Confinement;
 #[cfg(not(target_os = "linux"))]
-pub use confine::{ConfinedChild, SpawnRequest};
+pub use confine::ConfinedChild;
+pub use confine::Confinement;
 pub use policy::{
     DEVICES_READ, ETC_READ, FULL_ABI, InetSockets, LaunchFacts, OTHER_READ, PathAccess, PathRule,
     PortRule, SYSTEM_EXECUTE, SandboxPolicy, compile,
@@ -92,6 +92,6 @@ pub use policy::{
 pub use probe::{KernelSupport, PROBE_ARG, run_probe_if_requested};
 pub use proxy::EgressProxy;
 pub use report::{PathReport, SandboxReport, SandboxStatus};
-pub use runtime::{ASSUME_ABI_ENV, LaunchRequest, Prepared, Sandbox, SandboxError};
+pub use runtime::{ASSUME_ABI_ENV, LaunchRequest, Prepared, Sandbox, SandboxError, SpawnRequest};
 #[cfg(target_os = "linux")]
-pub use spawn::{ConfinedChild, SpawnRequest};
+pub use spawn::ConfinedChild;

@@ -42,6 +42,19 @@ pub struct LaunchRequest<'a> {
     pub path: Option<&'a OsStr>,
 }
 
+/// One program to start confined.
+#[derive(Debug, Clone, Copy)]
+pub struct SpawnRequest<'a> {
+    /// The program (absolute, or relative to `cwd`).
+    pub program: &'a Path,
+    /// Its arguments, after the program's name.
+    pub args: &'a [OsString],
+    /// Its whole environment.
+    pub env: &'a [(OsString, OsString)],
+    /// Its working folder.
+    pub cwd: &'a Path,
+}
+
 /// A confined launch: what to start, what to add to the environment, how the child confines
 /// itself, and the report.
 #[derive(Debug)]

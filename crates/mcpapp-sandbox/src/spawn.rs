@@ -23,35 +23,22 @@
 //! before it unblocks them, so no handler of the gateway's ever runs in it. A failure is five
 //! bytes on a pipe (step, `errno`), and the child exits with status 127.
 
-use std::ffi::{CString, OsString, c_int, c_void};
+use std::ffi::{CString, c_int, c_void};
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
 use std::process::ExitStatus;
 
 use rustix::process::{Pid, Signal, WaitOptions, pidfd_send_signal, waitpid};
 use tokio::io::unix::AsyncFd;
 use tokio::net::unix::pipe;
 
+use crate::SpawnRequest;
 use crate::confine::{Confinement, Step, describe_failure};
 
 /// The child's stack: the confinement's deepest call needs about 12 KiB.
 const STACK_SIZE: usize = 256 * 1024;
-
-/// One program to start confined.
-#[derive(Debug, Clone, Copy)]
-pub struct SpawnRequest<'a> {
-    /// The program (absolute, or relative to `cwd`).
-    pub program: &'a Path,
-    /// Its arguments, after the program's name.
-    pub args: &'a [OsString],
-    /// Its whole environment.
-    pub env: &'a [(OsString, OsString)],
-    /// Its working folder.
-    pub cwd: &'a Path,
-}
 
 /// A confined app's process: its own process group, piped standard streams, reaped through
 /// a pidfd. Dropping it kills the process.
