@@ -325,7 +325,7 @@ fn prepare_and_exec(args: &ChildArgs<'_>) -> Result<std::convert::Infallible, (S
     // parent prepared; `execve` gets NUL-terminated arrays of NUL-terminated strings.
     #[allow(unsafe_code)]
     unsafe {
-        for signal in 1..libc::SIGRTMAX() {
+        for signal in 1..=libc::SIGRTMAX() {
             if signal != libc::SIGKILL && signal != libc::SIGSTOP {
                 libc::signal(signal, libc::SIG_DFL);
             }
