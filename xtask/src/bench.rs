@@ -647,7 +647,13 @@ fn lay_out(folder: &Path, apps: &[App]) -> anyhow::Result<PathBuf> {
     stack::write_json(
         &config,
         &json!({
-            "McpApps": { "Enabled": true, "DiscoveryPaths": ["./apps"], "Entries": entries }
+            // The apps' HOME folders stay in the bench's folder, not the user's home.
+            "McpApps": {
+                "Enabled": true,
+                "DiscoveryPaths": ["./apps"],
+                "StateDirectory": "./state",
+                "Entries": entries,
+            }
         }),
     )?;
     Ok(config)

@@ -295,6 +295,7 @@ impl Replica {
                 "McpApps": {
                     "Enabled": true,
                     "DiscoveryPaths": [work.join("apps")],
+                    "StateDirectory": work.join("state"),
                     "AllowlistSemantics": "legacy",
                     "Allow": ["*"]
                 },

@@ -537,7 +537,12 @@ fn lay_out(folder: &Path, url: &str) -> anyhow::Result<PathBuf> {
     let config = folder.join("appsettings.json");
     stack::write_json(
         &config,
-        &json!({ "McpApps": { "Enabled": true, "DiscoveryPaths": ["./apps"] } }),
+        // The apps' HOME folders stay in this run's folder, not the user's home.
+        &json!({ "McpApps": {
+            "Enabled": true,
+            "DiscoveryPaths": ["./apps"],
+            "StateDirectory": "./state",
+        } }),
     )?;
     Ok(config)
 }
