@@ -190,18 +190,29 @@ pub(crate) fn spawn(
         }
         return Err(describe_failure(bytes));
     }
-    // SAFETY: `register` asks that the descriptor stay open and unreplaced while registered:
-    // the `AsyncFd` owns the `OwnedFd` and nothing else refers to it.
-    #[allow(unsafe_code)]
-    let pidfd = unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) }
-        .map_err(io::Error::from)?;
-    Ok(ConfinedChild {
-        pid: pid.cast_unsigned(),
-        pidfd,
-        stdin: Some(pipe::Sender::from_owned_fd(stdin_write.into())?),
-        stdout: Some(pipe::Receiver::from_owned_fd(stdout_read.into())?),
-        stderr: Some(pipe::Receiver::from_owned_fd(stderr_read.into())?),
-        status: None,
+    let handles = || -> io::Result<ConfinedChild> {
+        // SAFETY: `register` asks that the descriptor stay open and unreplaced while
+        // registered: the `AsyncFd` owns the `OwnedFd` and nothing else refers to it.
+        #[allow(unsafe_code)]
+        let pidfd =
+            unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) }
+                .map_err(io::Error::from)?;
+        Ok(ConfinedChild {
+            pid: pid.cast_unsigned(),
+            pidfd,
+            stdin: Some(pipe::Sender::from_owned_fd(stdin_write.into())?),
+            stdout: Some(pipe::Receiver::from_owned_fd(stdout_read.into())?),
+            stderr: Some(pipe::Receiver::from_owned_fd(stderr_read.into())?),
+            status: None,
+        })
+    };
+    handles().inspect_err(|_| {
+        // The app runs but cannot be served: it must not be left behind. Its id cannot have
+        // been reused, since it has not been reaped.
+        if let Some(pid) = Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(pid, Signal::KILL);
+            let _ = waitpid(Some(pid), WaitOptions::empty());
+        }
     })
 }
 
