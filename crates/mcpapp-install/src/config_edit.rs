@@ -11,9 +11,8 @@
 //! gains its first network grant, the global ports and hosts are copied into it: a grant never
 //! takes away what the app had.
 
-use jsonc_parser::ParseOptions;
 use jsonc_parser::cst::{CstArray, CstInputValue, CstNode, CstObject, CstObjectProp, CstRootNode};
-use mcpapp_manifest::{HostPort, NetworkAccess};
+use mcpapp_manifest::{HostPort, NetworkAccess, jsonc_parse_options};
 
 use crate::permissions::Permission;
 
@@ -26,22 +25,6 @@ pub(crate) struct Edited {
     pub(crate) added: Vec<Permission>,
     /// What the operator should know (global network grants copied into the entry).
     pub(crate) notes: Vec<String>,
-}
-
-/// The dialect the gateway reads: JSON with comments and trailing commas.
-fn parse_options() -> ParseOptions {
-    ParseOptions {
-        allow_comments: true,
-        allow_trailing_commas: true,
-        allow_loose_object_property_names: false,
-        allow_missing_commas: false,
-        allow_single_quoted_strings: false,
-        allow_hexadecimal_numbers: false,
-        allow_unary_plus_numbers: false,
-        allow_bare_decimal_point_numbers: false,
-        allow_non_finite_numbers: false,
-        allow_extended_string_escapes: false,
-    }
 }
 
 /// Adds `grants` for app `id` to configuration `text`; `global_network` is
@@ -61,7 +44,7 @@ pub(crate) fn add_grants(
         Some(rest) => (true, rest),
         None => (false, text),
     };
-    let root = CstRootNode::parse(body, &parse_options())
+    let root = CstRootNode::parse(body, &jsonc_parse_options())
         .map_err(|e| format!("it is not JSON with comments: {e}"))?;
     let top = root
         .object_value()
@@ -82,44 +65,29 @@ pub(crate) fn add_grants(
     let entry = object_or_append(&entries, id, true, &format!("McpApps.Entries.{id}"))?;
     let at = format!("McpApps.Entries.{id}.Isolation");
     let isolation = object_or_append(&entry, "Isolation", false, &at)?;
-    for (key, wanted) in [
-        (
-            "Read",
-            grants
-                .iter()
-                .filter_map(|g| match g {
-                    Permission::Read(p) => Some(p.as_str()),
-                    _ => None,
-                })
-                .collect::<Vec<_>>(),
-        ),
-        (
-            "Write",
-            grants
-                .iter()
-                .filter_map(|g| match g {
-                    Permission::Write(p) => Some(p.as_str()),
-                    _ => None,
-                })
-                .collect(),
-        ),
-    ] {
+    for key in ["Read", "Write"] {
+        // Each grant of this setting, and its path.
+        let wanted: Vec<(&Permission, &str)> = grants
+            .iter()
+            .filter_map(|g| match g {
+                Permission::Read(p) | Permission::Write(p) if g.setting() == key => {
+                    Some((g, p.as_str()))
+                }
+                _ => None,
+            })
+            .collect();
         if wanted.is_empty() {
             continue;
         }
         let array = array_or_append(&isolation, key, &format!("{at}.{key}"))?;
         let mut have: Vec<String> = strings(&array);
-        for path in wanted {
+        for (grant, path) in wanted {
             if have.iter().any(|h| same_path(h, path)) {
                 continue;
             }
             array.append(CstInputValue::String(path.to_owned()));
             have.push(path.to_owned());
-            edited.added.push(if key == "Read" {
-                Permission::Read(path.to_owned())
-            } else {
-                Permission::Write(path.to_owned())
-            });
+            edited.added.push(grant.clone());
         }
     }
     add_network(&isolation, &at, grants, global_network, &mut edited)?;
@@ -285,6 +253,59 @@ fn child_object(object: &CstObject, name: &str) -> Result<Option<CstObject>, Str
     }
 }
 
+/// What a grant is added into, a JSON object or array of the syntax tree: how it is named,
+/// made and found.
+struct Kind<T> {
+    /// "an object", "an array".
+    what: &'static str,
+    /// An empty one, to append or to put in place of `null`.
+    empty: fn() -> CstInputValue,
+    of_node: fn(&CstNode) -> Option<T>,
+    of_prop: fn(&CstObjectProp) -> Option<T>,
+}
+
+const OBJECT: Kind<CstObject> = Kind {
+    what: "an object",
+    empty: || CstInputValue::Object(Vec::new()),
+    of_node: CstNode::as_object,
+    of_prop: CstObjectProp::object_value,
+};
+
+const ARRAY: Kind<CstArray> = Kind {
+    what: "an array",
+    empty: || CstInputValue::Array(Vec::new()),
+    of_node: CstNode::as_array,
+    of_prop: CstObjectProp::array_value,
+};
+
+/// The object or array under `name` (found exactly or ignoring ASCII case), appended (empty)
+/// when missing; `at` names it in errors.
+fn child_or_append<T>(
+    object: &CstObject,
+    name: &str,
+    exact: bool,
+    at: &str,
+    kind: &Kind<T>,
+) -> Result<T, String> {
+    let missing = || format!("{at} is not {}", kind.what);
+    let Some(prop) = find(object, name, exact) else {
+        return (kind.of_prop)(&object.append(name, (kind.empty)())).ok_or_else(missing);
+    };
+    let value = prop.value();
+    if let Some(found) = value.as_ref().and_then(kind.of_node) {
+        Ok(found)
+    } else if value.is_some_and(|v| v.as_null_keyword().is_some()) {
+        // `null` is "not set", as when the file is read.
+        prop.set_value((kind.empty)());
+        (kind.of_prop)(&prop).ok_or_else(missing)
+    } else {
+        Err(format!(
+            "{at} is not {}, so a grant cannot be added to it",
+            kind.what
+        ))
+    }
+}
+
 /// The object under `name`, appended (empty) when missing.
 fn object_or_append(
     object: &CstObject,
@@ -292,49 +313,12 @@ fn object_or_append(
     exact: bool,
     at: &str,
 ) -> Result<CstObject, String> {
-    match find(object, name, exact) {
-        Some(prop) => match prop.value() {
-            Some(CstNode::Container(container)) if container.as_object().is_some() => container
-                .as_object()
-                .ok_or_else(|| format!("{at} is not an object")),
-            // `null` is "not set", as when the file is read.
-            Some(value) if value.as_null_keyword().is_some() => {
-                prop.set_value(CstInputValue::Object(Vec::new()));
-                prop.object_value()
-                    .ok_or_else(|| format!("{at} is not an object"))
-            }
-            _ => Err(format!(
-                "{at} is not an object, so a grant cannot be added to it"
-            )),
-        },
-        None => object
-            .append(name, CstInputValue::Object(Vec::new()))
-            .object_value()
-            .ok_or_else(|| format!("{at} is not an object")),
-    }
+    child_or_append(object, name, exact, at, &OBJECT)
 }
 
 /// The array under `name`, appended (empty) when missing.
 fn array_or_append(object: &CstObject, name: &str, at: &str) -> Result<CstArray, String> {
-    match find(object, name, false) {
-        Some(prop) => match prop.value() {
-            Some(value) if value.as_array().is_some() => value
-                .as_array()
-                .ok_or_else(|| format!("{at} is not an array")),
-            Some(value) if value.as_null_keyword().is_some() => {
-                prop.set_value(CstInputValue::Array(Vec::new()));
-                prop.array_value()
-                    .ok_or_else(|| format!("{at} is not an array"))
-            }
-            _ => Err(format!(
-                "{at} is not an array, so a grant cannot be added to it"
-            )),
-        },
-        None => object
-            .append(name, CstInputValue::Array(Vec::new()))
-            .array_value()
-            .ok_or_else(|| format!("{at} is not an array")),
-    }
+    child_or_append(object, name, false, at, &ARRAY)
 }
 
 fn strings(array: &CstArray) -> Vec<String> {

@@ -130,9 +130,11 @@ impl Converted {
     }
 }
 
-/// Options restricting the parser to JSON plus comments and trailing commas: the dialect the
-/// original module reads. Everything JSON5 adds beyond that is refused.
-fn parse_options() -> jsonc_parser::ParseOptions {
+/// Options restricting `jsonc-parser` to JSON plus comments and trailing commas: the dialect
+/// the original module reads, in manifests and in the gateway's configuration file alike (so
+/// that a tool editing that file reads what the gateway reads). Everything JSON5 adds beyond
+/// that is refused.
+pub fn jsonc_parse_options() -> jsonc_parser::ParseOptions {
     jsonc_parser::ParseOptions {
         allow_comments: true,
         allow_trailing_commas: true,
@@ -158,7 +160,7 @@ impl<'a> Document<'a> {
         };
         let lines = LineIndex::new(text);
         let parsed =
-            jsonc_parser::parse_to_ast(text, &collect, &parse_options()).map_err(|err| {
+            jsonc_parser::parse_to_ast(text, &collect, &jsonc_parse_options()).map_err(|err| {
                 ParseError::Syntax {
                     position: lines.position(err.range().start),
                     message: lowercase_first(&err.kind().to_string()),

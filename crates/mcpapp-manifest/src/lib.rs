@@ -47,7 +47,7 @@ pub use config::{
     GATEWAY_CREDENTIAL_ENV, McpAppEntryConfig, McpAppsConfig, OAuthEntryConfig, ParsedSection,
     RegistryConfig, SECTION_NAME, SupervisionConfig,
 };
-pub use document::{Position, closest_match};
+pub use document::{Position, closest_match, jsonc_parse_options};
 pub use error::{Finding, ParseError, Severity};
 pub use isolation::{
     AppIsolation, DEFAULT_OPEN_FILES, FilesystemRequest, HostPort, IsolationConfig, IsolationMode,

@@ -21,6 +21,8 @@
 //!   loopback port and kills it on drop; [`AppsDir`] writes app folders with manifests and runs
 //!   discovery over them; [`files_containing`] finds where a secret was written; [`Over`] and
 //!   [`over_both_transports!`] run a test over stdio and over HTTP.
+//! - Bundles: [`zip_of`] writes a ZIP file of [`ZipEntry`]s; [`TinyBundle`] builds the MCPB
+//!   bundle of the tiny node server ([`tiny_server_script`]) with the manifest a test needs.
 //! - Processes: [`live`], [`live_in_groups`] and [`children_of`] read the process table to show
 //!   which processes really remain.
 //! - Waiting: [`PATIENCE`] bounds every step; [`within`], [`wait_watch`] and [`wait_state`]
@@ -35,6 +37,7 @@
 
 mod apps;
 mod client;
+mod mcpb;
 mod procs;
 mod wait;
 
@@ -43,5 +46,6 @@ pub use client::{
     Connection, Elicit, Event, TestClient, TestClientBuilder, assert_tool_error, call_params,
     listening_url, structured, text,
 };
+pub use mcpb::{TinyBundle, ZipEntry, tiny_server_script, zip_of};
 pub use procs::{children_of, live, live_in_groups};
 pub use wait::{PATIENCE, eventually, eventually_blocking, wait_state, wait_watch, within};

@@ -6,11 +6,10 @@
 //! `grant` while the gateway runs; and grants the gateway would refuse, refused before
 //! anything is written.
 
-use std::io::Write;
 use std::time::Duration;
 
 use expect_test::expect;
-use mcpapp_testkit::eventually_blocking;
+use mcpapp_testkit::{TinyBundle, eventually_blocking};
 use serde_json::{Value, json};
 
 use crate::install::{call, cli, ok, serve, wait_for};
@@ -36,43 +35,17 @@ const CONFIG: &str = r#"{
 /// A tree with [`CONFIG`], a folder of notes, a private file beside it, and `notes.mcpb`: the
 /// tiny node server asking for a `directory` (its notes folder).
 fn tree() -> Tree {
-    use zip::write::SimpleFileOptions;
     let tree = Tree::new();
     tree.write("appsettings.json", CONFIG);
     tree.write("notes/todo.txt", "buy milk\n");
     tree.write("private.txt", "not for apps\n");
-    let script = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../crates/mcpapp-install/tests/fixtures/tiny-server.js"),
-    )
-    .unwrap();
-    let manifest = json!({
-        "manifest_version": "0.3",
-        "name": "notes",
-        "version": "1.0.0",
-        "description": "Reads your notes",
-        "author": {"name": "mcpapp tests"},
-        "server": {
-            "type": "node",
-            "entry_point": "server/index.js",
-            "mcp_config": {
-                "command": "node",
-                "args": ["${__dirname}/server/index.js", "${user_config.notes_dir}"]
-            }
-        },
-        "user_config": {"notes_dir": {"type": "directory", "title": "Notes folder", "required": true}}
-    });
-    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let options = SimpleFileOptions::default().unix_permissions(0o644);
-    writer.start_file("manifest.json", options).unwrap();
-    writer.write_all(manifest.to_string().as_bytes()).unwrap();
-    writer.start_file("server/index.js", options).unwrap();
-    writer.write_all(script.as_bytes()).unwrap();
-    std::fs::write(
-        tree.path("notes.mcpb"),
-        writer.finish().unwrap().into_inner(),
-    )
-    .unwrap();
+    TinyBundle::new("notes")
+        .description("Reads your notes")
+        .args(&["${user_config.notes_dir}"])
+        .user_config(
+            json!({"notes_dir": {"type": "directory", "title": "Notes folder", "required": true}}),
+        )
+        .write(&tree.path("notes.mcpb"));
     tree
 }
 
@@ -80,8 +53,30 @@ fn config(tree: &Tree) -> String {
     std::fs::read_to_string(tree.path("appsettings.json")).unwrap()
 }
 
-fn run(tree: &Tree, args: &[&str]) -> std::process::Output {
-    cli(tree, args)
+/// `install notes.mcpb` with `notes_dir` set to the notes folder, `--yes`, `grant`'s options,
+/// and (when `config`) `--config appsettings.json`.
+fn install(tree: &Tree, grant: &[&str], config: bool) -> std::process::Output {
+    let notes = format!("notes_dir={}", tree.path("notes").display());
+    let mut args = vec!["install", "notes.mcpb", "--set", &notes, "--yes"];
+    args.extend(grant);
+    if config {
+        args.extend(["--config", "appsettings.json"]);
+    }
+    cli(tree, &args)
+}
+
+/// `grant notes --requested --config appsettings.json`, which must succeed; its output.
+fn grant_requested(tree: &Tree) -> String {
+    ok(&cli(
+        tree,
+        &[
+            "grant",
+            "notes",
+            "--requested",
+            "--config",
+            "appsettings.json",
+        ],
+    ))
 }
 
 /// `read_file` through the running gateway: the file's text, or the error the app got.
@@ -110,19 +105,7 @@ fn a_granted_folder_is_recorded_in_the_configuration_and_readable_in_the_sandbox
         )
         .unwrap();
     }
-    let out = ok(&run(
-        &tree,
-        &[
-            "install",
-            "notes.mcpb",
-            "--set",
-            &format!("notes_dir={notes}"),
-            "--grant-requested",
-            "--yes",
-            "--config",
-            "appsettings.json",
-        ],
-    ));
+    let out = ok(&install(&tree, &["--grant-requested"], true));
     let shown = out.replace(&tree.root().display().to_string(), "<TREE>");
     assert!(
         shown.contains("  write=<TREE>/notes  (input notes_dir, a folder the app works in)"),
@@ -204,19 +187,7 @@ fn a_granted_folder_is_recorded_in_the_configuration_and_readable_in_the_sandbox
 fn without_grants_the_app_is_invalid_until_granted_and_a_running_gateway_applies_the_grant() {
     let tree = tree();
     let before = config(&tree);
-    let notes = tree.path("notes").display().to_string();
-    let out = ok(&run(
-        &tree,
-        &[
-            "install",
-            "notes.mcpb",
-            "--set",
-            &format!("notes_dir={notes}"),
-            "--yes",
-            "--config",
-            "appsettings.json",
-        ],
-    ));
+    let out = ok(&install(&tree, &[], true));
     assert!(out.contains("Granted: nothing."), "{out}");
     assert!(
         out.contains("notes is invalid and does not run until these are granted"),
@@ -248,16 +219,7 @@ fn without_grants_the_app_is_invalid_until_granted_and_a_running_gateway_applies
     assert_ne!(detail["lifecycle"], "Running", "{detail}");
 
     // Granted later while it runs: the reload applies it.
-    let out = ok(&run(
-        &tree,
-        &[
-            "grant",
-            "notes",
-            "--requested",
-            "--config",
-            "appsettings.json",
-        ],
-    ));
+    let out = grant_requested(&tree);
     assert!(out.contains("(not granted)"), "{out}");
     assert!(
         out.contains("recorded in appsettings.json under McpApps.Entries.notes.Isolation"),
@@ -269,16 +231,7 @@ fn without_grants_the_app_is_invalid_until_granted_and_a_running_gateway_applies
 
     // Granting again changes nothing.
     let again = config(&tree);
-    let out = ok(&run(
-        &tree,
-        &[
-            "grant",
-            "notes",
-            "--requested",
-            "--config",
-            "appsettings.json",
-        ],
-    ));
+    let out = grant_requested(&tree);
     assert!(out.contains("nothing granted"), "{out}");
     assert_eq!(config(&tree), again);
 }
@@ -287,15 +240,6 @@ fn without_grants_the_app_is_invalid_until_granted_and_a_running_gateway_applies
 fn grants_the_gateway_would_refuse_are_refused_before_anything_is_written() {
     let tree = tree();
     let before = config(&tree);
-    let notes = format!("notes_dir={}", tree.path("notes").display());
-    let install = |grant: &[&str], config: bool| {
-        let mut args = vec!["install", "notes.mcpb", "--set", &notes, "--yes"];
-        args.extend(grant);
-        if config {
-            args.extend(["--config", "appsettings.json"]);
-        }
-        run(&tree, &args)
-    };
     let refused = |output: &std::process::Output| {
         assert_eq!(output.status.code(), Some(2), "{}", stdout(output));
         assert!(!tree.path("apps").exists() && !tree.path("mcpapps").exists());
@@ -303,7 +247,7 @@ fn grants_the_gateway_would_refuse_are_refused_before_anything_is_written() {
         stderr(output).replace(&tree.root().display().to_string(), "<TREE>")
     };
 
-    let root = install(&["--grant", "read=/"], true);
+    let root = install(&tree, &["--grant", "read=/"], true);
     let said = refused(&root);
     assert!(
         said.contains(
@@ -311,13 +255,13 @@ fn grants_the_gateway_would_refuse_are_refused_before_anything_is_written() {
         ),
         "{said}"
     );
-    let own = install(&["--grant", "write=."], true);
+    let own = install(&tree, &["--grant", "write=."], true);
     let said = refused(&own);
     assert!(
         said.contains(r#"grant write=<TREE> is refused: McpApps.Entries.notes.Isolation.Write[0] "<TREE>" is refused: it holds the gateway's configuration file"#),
         "{said}"
     );
-    let apps = install(&["--grant", "read=apps/other"], true);
+    let apps = install(&tree, &["--grant", "read=apps/other"], true);
     let said = refused(&apps);
     assert!(
         said.contains("it is in a discovery path, among apps' folders"),
@@ -325,7 +269,7 @@ fn grants_the_gateway_would_refuse_are_refused_before_anything_is_written() {
     );
 
     // Without a configuration file there is nowhere to keep grants: say where they go.
-    let nowhere = install(&["--grant-requested"], false);
+    let nowhere = install(&tree, &["--grant-requested"], false);
     let said = refused(&nowhere);
     assert!(
         said.contains("grants are kept in the gateway's configuration file (McpApps.Entries.notes.Isolation), never in the app's folder, and no --config names one"),

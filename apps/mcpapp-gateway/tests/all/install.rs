@@ -5,12 +5,12 @@
 //! path, no API answer and no log line holds, that the app receives and another app cannot
 //! resolve.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use mcpapp_testkit::{PATIENCE, bin, eventually_blocking, files_containing};
+use mcpapp_testkit::{PATIENCE, TinyBundle, bin, eventually_blocking, files_containing};
 use serde_json::{Value, json};
 
 use crate::{GATEWAY, Served, Tree, get, stderr, stdout};
@@ -202,40 +202,16 @@ fn real_packages_from_npm_and_pypi_install_and_answer_under_serve() {
 /// A bundle of the tiny node server at `version`, asking for a sensitive `api_key` (or, when
 /// `broken`, one that exits at once).
 fn tiny_bundle(version: &str, broken: bool) -> Vec<u8> {
-    use zip::write::SimpleFileOptions;
-    let script = if broken {
-        "process.exit(3);\n".to_owned()
+    let bundle = TinyBundle::new("hello")
+        .version(version)
+        .env("API_KEY", "${user_config.api_key}")
+        .env("TINY_VERSION", version)
+        .user_config(json!({"api_key": {"type": "string", "title": "API key", "sensitive": true, "required": true}}));
+    if broken {
+        bundle.script("process.exit(3);\n").zip()
     } else {
-        std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../crates/mcpapp-install/tests/fixtures/tiny-server.js"),
-        )
-        .unwrap()
-    };
-    let manifest = json!({
-        "manifest_version": "0.3",
-        "name": "hello",
-        "version": version,
-        "description": "A tiny server",
-        "author": {"name": "mcpapp tests"},
-        "server": {
-            "type": "node",
-            "entry_point": "server/index.js",
-            "mcp_config": {
-                "command": "node",
-                "args": ["${__dirname}/server/index.js"],
-                "env": {"API_KEY": "${user_config.api_key}", "TINY_VERSION": version}
-            }
-        },
-        "user_config": {"api_key": {"type": "string", "title": "API key", "sensitive": true, "required": true}}
-    });
-    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let options = SimpleFileOptions::default().unix_permissions(0o644);
-    writer.start_file("manifest.json", options).unwrap();
-    writer.write_all(manifest.to_string().as_bytes()).unwrap();
-    writer.start_file("server/index.js", options).unwrap();
-    writer.write_all(script.as_bytes()).unwrap();
-    writer.finish().unwrap().into_inner()
+        bundle.zip()
+    }
 }
 
 /// The registry test server, killed on drop.

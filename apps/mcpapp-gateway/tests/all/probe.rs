@@ -6,14 +6,13 @@
 //! the policy needs, and through a running `serve`'s "Add apps" routes. These tests fail, never
 //! skip, on a kernel without what the default policy needs.
 
-use std::io::Write;
 use std::time::Duration;
 
-use mcpapp_testkit::eventually_blocking;
+use mcpapp_testkit::{TinyBundle, eventually_blocking};
 use serde_json::{Value, json};
 
 use crate::install::{cli, ok};
-use crate::serve::{get_with_token, post, serve_as};
+use crate::serve::{get_with_token, post, serve_as, write_settings};
 use crate::{Tree, stderr, stdout};
 
 const TOKEN: &str = "probe-token-value";
@@ -26,58 +25,21 @@ const CONFINED: &str = "ui://tiny/confinement/nnp-1/seccomp-2/read-EACCES";
 /// `McpApps`), a private file beside it, a folder of notes, and `confined.mcpb`: the tiny node
 /// server started with `--confinement FILE`.
 fn tree(mcp_apps: &Value, file: &str) -> Tree {
-    use zip::write::SimpleFileOptions;
     let tree = Tree::new();
-    let mut section = json!({
+    let section = json!({
         "Enabled": true,
         "DiscoveryPaths": ["apps"],
         "SecretsFile": "secrets/secrets.json",
         "StateDirectory": "state",
         "Supervision": {"HealthCheckIntervalMs": 0, "AutoRestart": false},
     });
-    for (key, value) in mcp_apps.as_object().unwrap() {
-        section[key] = value.clone();
-    }
-    tree.write(
-        "appsettings.json",
-        &serde_json::to_string_pretty(
-            &json!({"McpApps": section, "Gateway": {"AuthToken": TOKEN, "Watch": false}}),
-        )
-        .unwrap(),
-    );
+    write_settings(&tree, section, mcp_apps, TOKEN);
     tree.write("private.txt", "not for apps\n");
     tree.write("notes/todo.txt", "buy milk\n");
-    let script = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../crates/mcpapp-install/tests/fixtures/tiny-server.js"),
-    )
-    .unwrap();
-    let manifest = json!({
-        "manifest_version": "0.3",
-        "name": "confined",
-        "version": "1.0.0",
-        "description": "Says how it was confined",
-        "author": {"name": "mcpapp tests"},
-        "server": {
-            "type": "node",
-            "entry_point": "server/index.js",
-            "mcp_config": {
-                "command": "node",
-                "args": ["${__dirname}/server/index.js", "--confinement", tree.path(file)]
-            }
-        }
-    });
-    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let options = SimpleFileOptions::default().unix_permissions(0o644);
-    writer.start_file("manifest.json", options).unwrap();
-    writer.write_all(manifest.to_string().as_bytes()).unwrap();
-    writer.start_file("server/index.js", options).unwrap();
-    writer.write_all(script.as_bytes()).unwrap();
-    std::fs::write(
-        tree.path("confined.mcpb"),
-        writer.finish().unwrap().into_inner(),
-    )
-    .unwrap();
+    TinyBundle::new("confined")
+        .description("Says how it was confined")
+        .args(&["--confinement", &tree.path(file).display().to_string()])
+        .write(&tree.path("confined.mcpb"));
     tree
 }
 

@@ -11,7 +11,9 @@ use std::time::Duration;
 use mcpapp_testkit::{bin, children_of, eventually_blocking};
 use serde_json::{Value, json};
 
-use crate::serve::{call_reply, call_tool, get_with_token, is_keeper, serve_as, wait_running};
+use crate::serve::{
+    call_reply, call_tool, get_with_token, is_keeper, serve_as, wait_running, write_settings,
+};
 use crate::{GATEWAY, Served, Tree};
 
 const TOKEN: &str = "gateway-token-value";
@@ -43,19 +45,9 @@ fn serve_fixtures(tree: &Tree, ids: &[&str], mcp_apps: &Value, unprivileged: boo
 }
 
 fn write_config(tree: &Tree, mcp_apps: &Value) {
-    let mut section = json!({"Enabled": true, "DiscoveryPaths": ["apps"],
+    let section = json!({"Enabled": true, "DiscoveryPaths": ["apps"],
         "Supervision": {"HealthCheckIntervalMs": 0}});
-    for (key, value) in mcp_apps.as_object().unwrap() {
-        section[key] = value.clone();
-    }
-    tree.write(
-        "appsettings.json",
-        // No file watcher: the reload test applies its change itself.
-        &serde_json::to_string_pretty(
-            &json!({"McpApps": section, "Gateway": {"AuthToken": TOKEN, "Watch": false}}),
-        )
-        .unwrap(),
-    );
+    write_settings(tree, section, mcp_apps, TOKEN);
 }
 
 fn probe(served: &Served, app: &str, tool: &str, args: &Value) -> Value {

@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use mcpapp_testkit::{PATIENCE, bin, children_of, eventually_blocking, live, live_in_groups};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::{GATEWAY, Served, Tree, get};
 
@@ -167,6 +167,22 @@ pub(crate) fn serve_as(tree: &Tree, env: &[(&str, &str)], unprivileged: bool) ->
         Command::new(GATEWAY)
     };
     crate::start_serve(command, tree.root(), env, Stdio::null()).into()
+}
+
+/// Writes `appsettings.json`: `section` with `mcp_apps`' keys set over it as `McpApps`, and a
+/// `Gateway` section with `token` and no file watcher (a test that reloads applies its change
+/// itself).
+pub(crate) fn write_settings(tree: &Tree, mut section: Value, mcp_apps: &Value, token: &str) {
+    for (key, value) in mcp_apps.as_object().unwrap() {
+        section[key] = value.clone();
+    }
+    tree.write(
+        "appsettings.json",
+        &serde_json::to_string_pretty(
+            &json!({"McpApps": section, "Gateway": {"AuthToken": token, "Watch": false}}),
+        )
+        .unwrap(),
+    );
 }
 
 /// One HTTP/1.1 request with a JSON body; returns the response headers and body.

@@ -2,12 +2,14 @@
 //! an install run as a job, bad values refused naming the input, secret values in no answer
 //! or job line, and removal.
 
+use std::path::Path;
 use std::time::Duration;
 
 use mcpapp_discovery::Discovery;
+use mcpapp_host::Gateway;
 use mcpapp_install::{Installer, SecretStore};
 use mcpapp_manifest::{McpAppsConfig, RegistryConfig};
-use mcpapp_testkit::{PATIENCE, eventually};
+use mcpapp_testkit::{PATIENCE, TinyBundle, eventually};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "installer-token-41aa";
@@ -57,6 +59,32 @@ async fn finish(base: &str, job: &str) -> Value {
     body
 }
 
+/// A gateway behind [`TOKEN`] whose "Add apps" routes install into `dir/apps`, secrets in
+/// `dir/state`, without probe starts; and its base URL.
+async fn start(dir: &Path, config: McpAppsConfig) -> (Gateway, String) {
+    let apps = dir.join("apps");
+    let discovery = Discovery::builder(config.clone())
+        .discovery_paths(vec![apps.display().to_string()], "/")
+        .build()
+        .unwrap();
+    let installer = Installer::builder(&apps, SecretStore::new(dir.join("state/secrets.json")))
+        .config(config)
+        .discovery(discovery.clone())
+        .probe(false)
+        .build()
+        .unwrap();
+    let gateway = Gateway::builder(discovery)
+        .bind("127.0.0.1:0".parse().unwrap())
+        .token(Some(TOKEN.to_owned()))
+        .installer(installer)
+        .drain(Duration::ZERO)
+        .start()
+        .await
+        .unwrap();
+    let base = format!("http://{}", gateway.local_addr());
+    (gateway, base)
+}
+
 #[tokio::test]
 async fn the_add_apps_routes_are_behind_the_token_and_keep_secrets_out_of_answers() {
     let dir = tempfile::tempdir().unwrap();
@@ -69,29 +97,8 @@ async fn the_add_apps_routes_are_behind_the_token_and_keep_secrets_out_of_answer
         }],
         ..McpAppsConfig::default()
     };
-    let discovery = Discovery::builder(config.clone())
-        .discovery_paths(vec![apps.display().to_string()], "/")
-        .build()
-        .unwrap();
     // No probe: the remote endpoint of this test does not exist.
-    let installer = Installer::builder(
-        &apps,
-        SecretStore::new(dir.path().join("state/secrets.json")),
-    )
-    .config(config)
-    .discovery(discovery.clone())
-    .probe(false)
-    .build()
-    .unwrap();
-    let gateway = mcpapp_host::Gateway::builder(discovery)
-        .bind("127.0.0.1:0".parse().unwrap())
-        .token(Some(TOKEN.to_owned()))
-        .installer(installer)
-        .drain(Duration::ZERO)
-        .start()
-        .await
-        .unwrap();
-    let base = format!("http://{}", gateway.local_addr());
+    let (gateway, base) = start(dir.path(), config).await;
 
     for (method, path) in [
         ("GET", "/installer/registries"),
@@ -206,65 +213,27 @@ async fn the_add_apps_routes_are_behind_the_token_and_keep_secrets_out_of_answer
     gateway.shutdown().await;
 }
 
-/// An MCPB bundle of a node server (never started here) that asks for a `directory`.
-fn folder_bundle() -> Vec<u8> {
-    use std::io::Write;
-    let manifest = json!({
-        "manifest_version": "0.3",
-        "name": "notes",
-        "version": "1.0.0",
-        "description": "Reads your notes",
-        "author": {"name": "mcpapp tests"},
-        "server": {
-            "type": "node",
-            "entry_point": "server/index.js",
-            "mcp_config": {"command": "node", "args": ["${__dirname}/server/index.js", "${user_config.notes_dir}"]}
-        },
-        "user_config": {"notes_dir": {"type": "directory", "title": "Notes folder", "required": true}}
-    });
-    let options = zip::write::SimpleFileOptions::default().unix_permissions(0o644);
-    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    writer.start_file("manifest.json", options).unwrap();
-    writer.write_all(manifest.to_string().as_bytes()).unwrap();
-    writer.start_file("server/index.js", options).unwrap();
-    writer.write_all(b"process.exit(0);\n").unwrap();
-    writer.finish().unwrap().into_inner()
-}
-
 #[tokio::test]
 async fn the_plan_and_the_install_say_what_the_app_requests_and_what_is_not_granted() {
     let dir = tempfile::tempdir().unwrap();
     let apps = dir.path().join("apps");
     let bundle = dir.path().join("notes.mcpb");
-    std::fs::write(&bundle, folder_bundle()).unwrap();
+    // A node server (never started here) that asks for a `directory`.
+    TinyBundle::new("notes")
+        .description("Reads your notes")
+        .args(&["${user_config.notes_dir}"])
+        .user_config(
+            json!({"notes_dir": {"type": "directory", "title": "Notes folder", "required": true}}),
+        )
+        .script("process.exit(0);\n")
+        .write(&bundle);
     let notes = dir.path().join("notes");
     std::fs::create_dir_all(&notes).unwrap();
     let config = McpAppsConfig {
         enabled: true,
         ..McpAppsConfig::default()
     };
-    let discovery = Discovery::builder(config.clone())
-        .discovery_paths(vec![apps.display().to_string()], "/")
-        .build()
-        .unwrap();
-    let installer = Installer::builder(
-        &apps,
-        SecretStore::new(dir.path().join("state/secrets.json")),
-    )
-    .config(config)
-    .discovery(discovery.clone())
-    .probe(false)
-    .build()
-    .unwrap();
-    let gateway = mcpapp_host::Gateway::builder(discovery)
-        .bind("127.0.0.1:0".parse().unwrap())
-        .token(Some(TOKEN.to_owned()))
-        .installer(installer)
-        .drain(Duration::ZERO)
-        .start()
-        .await
-        .unwrap();
-    let base = format!("http://{}", gateway.local_addr());
+    let (gateway, base) = start(dir.path(), config).await;
 
     let (status, plan) = request(
         "POST",

@@ -6,41 +6,25 @@ use std::path::Path;
 
 use mcpapp_install::{BundleLimits, InstallError, Installer, Request, Source, resolve};
 use mcpapp_manifest::{Lifecycle, McpAppManifest};
+use mcpapp_testkit::{TinyBundle, ZipEntry, zip_of};
 use serde_json::json;
 
-use crate::{Entry, Place, bundle, call, fixture, settle};
+use crate::{Place, call, fixture, settle};
 
-fn node_manifest(version: &str) -> String {
-    json!({
-        "manifest_version": "0.3",
-        "name": "tiny-node",
-        "display_name": "Tiny Node",
-        "version": version,
-        "description": "A tiny node server",
-        "author": {"name": "mcpapp tests"},
-        "server": {
-            "type": "node",
-            "entry_point": "server/index.js",
-            "mcp_config": {
-                "command": "node",
-                "args": ["${__dirname}/server/index.js", "--dirs", "${user_config.dirs}"],
-                "env": {"API_KEY": "${user_config.api_key}", "TINY_VERSION": version}
-            }
-        },
-        "user_config": {
+/// The tiny node server at `version`, asking for a sensitive `api_key` and a repeated
+/// directory with a default.
+fn node(version: &str) -> TinyBundle {
+    TinyBundle::new("tiny-node")
+        .display_name("Tiny Node")
+        .version(version)
+        .description("A tiny node server")
+        .args(&["--dirs", "${user_config.dirs}"])
+        .env("API_KEY", "${user_config.api_key}")
+        .env("TINY_VERSION", version)
+        .user_config(json!({
             "api_key": {"type": "string", "title": "API key", "description": "The service's key", "sensitive": true, "required": true},
             "dirs": {"type": "directory", "title": "Folders", "multiple": true, "default": ["${HOME}"]}
-        }
-    })
-    .to_string()
-}
-
-pub(crate) fn node_bundle(version: &str) -> Vec<u8> {
-    let script = fixture("tiny-server.js");
-    bundle(&[
-        Entry::File("manifest.json", node_manifest(version).as_bytes()),
-        Entry::File("server/index.js", script.as_bytes()),
-    ])
+        }))
 }
 
 async fn install_file(
@@ -71,7 +55,7 @@ async fn install_file(
 async fn a_node_bundle_installs_with_its_secret_kept_apart_and_its_dirname_resolved() {
     let place = Place::new();
     let file = place.dir.path().join("tiny-node.mcpb");
-    std::fs::write(&file, node_bundle("1.0.0")).unwrap();
+    node("1.0.0").write(&file);
     let installer = place.installer(true);
 
     // Without the required sensitive value nothing happens, and the error names the flag.
@@ -178,9 +162,9 @@ async fn a_python_bundle_installs_and_starts() {
     let file = place.dir.path().join("tiny-python.mcpb");
     std::fs::write(
         &file,
-        bundle(&[
-            Entry::File("manifest.json", manifest.to_string().as_bytes()),
-            Entry::Executable("server/main.py", fixture("tiny_server.py").as_bytes()),
+        zip_of(&[
+            ZipEntry::File("manifest.json", manifest.to_string().as_bytes()),
+            ZipEntry::Executable("server/main.py", fixture("tiny_server.py").as_bytes()),
         ]),
     )
     .unwrap();
@@ -236,7 +220,7 @@ async fn refused(bytes: Vec<u8>, sha256: Option<&str>, limits: BundleLimits) -> 
 
 #[tokio::test]
 async fn bad_bundles_are_refused_before_anything_is_written() {
-    let good = node_bundle("1.0.0");
+    let good = node("1.0.0").zip();
     let limits = BundleLimits::default();
     let wrong = "0".repeat(64);
     let err = refused(good.clone(), Some(&wrong), limits).await;
@@ -245,20 +229,26 @@ async fn bad_bundles_are_refused_before_anything_is_written() {
         "{err}"
     );
 
-    let manifest = node_manifest("1.0.0");
-    let with =
-        |entry: Entry<'_>| bundle(&[Entry::File("manifest.json", manifest.as_bytes()), entry]);
-    let err = refused(with(Entry::File("../evil", b"x")), None, limits).await;
+    let manifest = node("1.0.0").manifest().to_string();
+    let with = |entry: ZipEntry<'_>| {
+        zip_of(&[ZipEntry::File("manifest.json", manifest.as_bytes()), entry])
+    };
+    let err = refused(with(ZipEntry::File("../evil", b"x")), None, limits).await;
     assert!(
         err.contains("entry '../evil' leaves the bundle's folder"),
         "{err}"
     );
-    let err = refused(with(Entry::File("server/../../evil", b"x")), None, limits).await;
+    let err = refused(
+        with(ZipEntry::File("server/../../evil", b"x")),
+        None,
+        limits,
+    )
+    .await;
     assert!(err.contains("leaves the bundle's folder"), "{err}");
-    let err = refused(with(Entry::File("/tmp/evil", b"x")), None, limits).await;
+    let err = refused(with(ZipEntry::File("/tmp/evil", b"x")), None, limits).await;
     assert!(err.contains("is an absolute path"), "{err}");
     let err = refused(
-        with(Entry::Symlink("server/link", "/etc/passwd")),
+        with(ZipEntry::Symlink("server/link", "/etc/passwd")),
         None,
         limits,
     )
@@ -267,9 +257,19 @@ async fn bad_bundles_are_refused_before_anything_is_written() {
         err.contains("entry 'server/link' is a symbolic link"),
         "{err}"
     );
-    let err = refused(with(Entry::Special("server/fifo", 0o010_644)), None, limits).await;
+    let err = refused(
+        with(ZipEntry::Special("server/fifo", 0o010_644)),
+        None,
+        limits,
+    )
+    .await;
     assert!(err.contains("is a named pipe"), "{err}");
-    let err = refused(with(Entry::Special("server/tty", 0o020_620)), None, limits).await;
+    let err = refused(
+        with(ZipEntry::Special("server/tty", 0o020_620)),
+        None,
+        limits,
+    )
+    .await;
     assert!(err.contains("is a device file"), "{err}");
 
     // Too large packed, and too large unpacked (a small bundle that expands).
@@ -284,13 +284,18 @@ async fn bad_bundles_are_refused_before_anything_is_written() {
         max_unpacked_bytes: 1024 * 1024,
         ..limits
     };
-    let err = refused(with(Entry::File("server/zeros", &zeros)), None, expanding).await;
+    let err = refused(
+        with(ZipEntry::File("server/zeros", &zeros)),
+        None,
+        expanding,
+    )
+    .await;
     assert!(err.contains("unpacks to more than the limit"), "{err}");
 
     // Not a bundle at all, and a bundle without a manifest.
     let err = refused(b"not a zip".to_vec(), None, limits).await;
     assert!(err.contains("not a ZIP file"), "{err}");
-    let err = refused(bundle(&[Entry::File("README", b"hi")]), None, limits).await;
+    let err = refused(zip_of(&[ZipEntry::File("README", b"hi")]), None, limits).await;
     assert!(err.contains("no manifest.json"), "{err}");
 }
 
@@ -301,7 +306,7 @@ async fn a_bad_bundle_manifest_names_its_field_line_and_column() {
     let file = place.dir.path().join("x.mcpb");
     std::fs::write(
         &file,
-        bundle(&[Entry::File("manifest.json", text.as_bytes())]),
+        zip_of(&[ZipEntry::File("manifest.json", text.as_bytes())]),
     )
     .unwrap();
     let err = install_file(&place.installer(false), &file, None, &[])

@@ -8,7 +8,6 @@
 mod bundles;
 mod server_json;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -109,45 +108,4 @@ pub(crate) async fn call(
     let arguments = arguments.as_object().cloned();
     let result = app.call_tool(tool, arguments, None).await.unwrap();
     result.structured_content.unwrap()
-}
-
-/// One entry of a test bundle.
-pub(crate) enum Entry<'a> {
-    File(&'a str, &'a [u8]),
-    Executable(&'a str, &'a [u8]),
-    Symlink(&'a str, &'a str),
-    /// A name and its Unix mode (a FIFO, a device).
-    Special(&'a str, u32),
-}
-
-/// A ZIP file of `entries`.
-pub(crate) fn bundle(entries: &[Entry<'_>]) -> Vec<u8> {
-    use zip::write::SimpleFileOptions;
-    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let options = SimpleFileOptions::default();
-    for entry in entries {
-        match entry {
-            Entry::File(name, bytes) => {
-                writer
-                    .start_file(*name, options.unix_permissions(0o644))
-                    .unwrap();
-                writer.write_all(bytes).unwrap();
-            }
-            Entry::Executable(name, bytes) => {
-                writer
-                    .start_file(*name, options.unix_permissions(0o755))
-                    .unwrap();
-                writer.write_all(bytes).unwrap();
-            }
-            Entry::Symlink(name, target) => {
-                writer.add_symlink(*name, *target, options).unwrap();
-            }
-            Entry::Special(name, mode) => {
-                writer
-                    .start_file(*name, options.external_attributes(mode << 16))
-                    .unwrap();
-            }
-        }
-    }
-    writer.finish().unwrap().into_inner()
 }
