@@ -228,17 +228,20 @@ impl GatewayBuilder {
         self
     }
 
+    /// The builder's token, else `Gateway.AuthToken` when not blank.
+    fn effective_token(&self) -> Option<String> {
+        effective_token(&self.settings, self.token.as_deref())
+    }
+
     /// Opens both listeners, scans for apps, starts them in the background and serves.
     /// Returns at once: apps settle while the endpoints answer.
     ///
     /// # Errors
     /// [`StartError`] when an address is refused or cannot be listened on.
     pub async fn start(self) -> Result<Gateway, StartError> {
+        let token = self.effective_token();
         let settings = self.settings;
         check_public_settings(&settings)?;
-        let token = self
-            .token
-            .or_else(|| settings.auth_token.clone().filter(|t| !t.trim().is_empty()));
         let listeners = Listeners::open(&settings, self.bind, token.as_deref()).await?;
         let (local, sandbox_local) = (listeners.local, listeners.sandbox_local);
 
@@ -333,6 +336,58 @@ impl GatewayBuilder {
     }
 }
 
+/// Checks, without opening anything, what [`GatewayBuilder::start`] would refuse from the
+/// settings alone, given the builder's `bind` and `token` (the ones passed to
+/// [`GatewayBuilder::bind`] and [`GatewayBuilder::token`]): the public-origin settings, and a
+/// main address that is not loopback without a token. A program calls it before it opens
+/// state of its own (a token store, a secret store), so that a refused start leaves nothing
+/// behind.
+///
+/// # Errors
+/// [`StartError`], as `start` would return it.
+pub fn check_start(
+    settings: &GatewaySettings,
+    bind: Option<SocketAddr>,
+    token: Option<&str>,
+) -> Result<(), StartError> {
+    check_public_settings(settings)?;
+    let addr = main_address(settings, bind)?;
+    let token = effective_token(settings, token);
+    check_exposure(
+        addr,
+        token.as_deref(),
+        settings.allow_remote_without_token.unwrap_or(false),
+    )?;
+    Ok(())
+}
+
+/// `token`, else `Gateway.AuthToken` when not blank.
+fn effective_token(settings: &GatewaySettings, token: Option<&str>) -> Option<String> {
+    token
+        .map(str::to_owned)
+        .or_else(|| settings.auth_token.clone().filter(|t| !t.trim().is_empty()))
+}
+
+/// The main listener's address: the builder's, else `Gateway.Bind`, else [`DEFAULT_BIND`].
+fn main_address(
+    settings: &GatewaySettings,
+    bind: Option<SocketAddr>,
+) -> Result<SocketAddr, StartError> {
+    match bind {
+        Some(addr) => Ok(addr),
+        None => {
+            let value = settings
+                .bind
+                .clone()
+                .unwrap_or_else(|| DEFAULT_BIND.to_owned());
+            value.parse().map_err(|_| StartError::BadAddress {
+                setting: "Gateway.Bind",
+                value,
+            })
+        }
+    }
+}
+
 /// Both listeners, bound, with the addresses they got.
 struct Listeners {
     main: TcpListener,
@@ -351,19 +406,7 @@ impl Listeners {
         bind: Option<SocketAddr>,
         token: Option<&str>,
     ) -> Result<Self, StartError> {
-        let addr = match bind {
-            Some(addr) => addr,
-            None => {
-                let value = settings
-                    .bind
-                    .clone()
-                    .unwrap_or_else(|| DEFAULT_BIND.to_owned());
-                value.parse().map_err(|_| StartError::BadAddress {
-                    setting: "Gateway.Bind",
-                    value,
-                })?
-            }
-        };
+        let addr = main_address(settings, bind)?;
         check_exposure(
             addr,
             token,

@@ -86,7 +86,7 @@ mod streamable_http;
 mod views;
 
 pub use config::{ConnectionLimits, GatewaySettings, HostConfig};
-pub use gateway::{Gateway, GatewayBuilder, StartError};
+pub use gateway::{Gateway, GatewayBuilder, StartError, check_start};
 pub use host::Host;
 pub use reload::{ConfigSource, LoadedConfig};
 pub use security::ExposureError;

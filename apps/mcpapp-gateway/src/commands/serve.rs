@@ -25,6 +25,17 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     for diagnostic in &loaded.diagnostics {
         warn!("{diagnostic}");
     }
+    let bind: Option<SocketAddr> = match &args.bind {
+        Some(bind) => Some(
+            bind.parse()
+                .with_context(|| format!("'{bind}' is not an address such as 127.0.0.1:8787"))?,
+        ),
+        None => None,
+    };
+    let token = std::env::var("MCPAPP_TOKEN").ok();
+    // What the start would refuse (a remote address without a token, say) is refused before
+    // the stores below create anything in the state directory.
+    mcpapp_host::check_start(&loaded.gateway, bind, token.as_deref())?;
     let oauth = crate::config::token_store(&loaded, &args.config);
     // Apps' `secret:` references resolve from the store `install` writes.
     let store = crate::config::secret_store(&loaded, &args.config);
@@ -36,7 +47,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         .config_source(loaded.source)
         // Hot reload; `Gateway.Watch: false` turns it off.
         .watch(true)
-        .token(std::env::var("MCPAPP_TOKEN").ok())
+        .token(token)
         .model(mcpapp_agent::model_from_env()?)
         .drain(DRAIN);
     match installer {
@@ -49,10 +60,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         Ok(tokens) => builder = builder.token_store(tokens),
         Err(err) => warn!("apps behind OAuth cannot be connected: {err}"),
     }
-    if let Some(bind) = &args.bind {
-        let addr: SocketAddr = bind
-            .parse()
-            .with_context(|| format!("'{bind}' is not an address such as 127.0.0.1:8787"))?;
+    if let Some(addr) = bind {
         builder = builder.bind(addr);
     }
     // Apps run as this user: keep this process's environment (the token, the model key) and

@@ -106,6 +106,8 @@ fn serve_refuses_a_remote_address_without_a_token() {
         .args(["serve", "--bind", "0.0.0.0:0", "--path", "apps"])
         .current_dir(tree.root())
         .env_remove("MCPAPP_TOKEN")
+        .env_remove("XDG_STATE_HOME")
+        .env("HOME", tree.path("home"))
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
@@ -114,6 +116,9 @@ fn serve_refuses_a_remote_address_without_a_token() {
         stderr.contains("refusing to listen on 0.0.0.0:0 without an auth token"),
         "{stderr}"
     );
+    // Refused before anything was made in the default state directory (the OAuth store's
+    // key, for one).
+    assert!(!tree.path("home").exists(), "{stderr}");
 }
 
 /// Starts `serve --config appsettings.json` in `tree` with `env` added to a clean environment.
