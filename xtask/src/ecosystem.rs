@@ -89,19 +89,7 @@ fn npm(dir: &Path, package: &str, lock: &str, entry: &str) -> anyhow::Result<()>
     let stamp = dir.join("node_modules/.ecosystem-lock");
     let current = std::fs::read_to_string(&stamp).is_ok_and(|s| s == lock);
     if changed || !current || !dir.join(entry).is_file() {
-        let prefix = dir.display().to_string();
-        crate::util::run(
-            "npm",
-            &[
-                "ci",
-                "--prefix",
-                &prefix,
-                "--no-audit",
-                "--no-fund",
-                "--silent",
-            ],
-            &[],
-        )?;
+        crate::util::npm_ci(dir, &[])?;
         std::fs::write(&stamp, lock)?;
     }
     Ok(())

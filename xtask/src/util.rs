@@ -22,6 +22,23 @@ pub(crate) fn cargo(root: &Path, args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `npm ci` of the lockfile in `dir`, quietly (no audit, no funding notes).
+pub(crate) fn npm_ci(dir: &std::path::Path, envs: &[(&str, &str)]) -> anyhow::Result<()> {
+    let prefix = dir.display().to_string();
+    run(
+        "npm",
+        &[
+            "ci",
+            "--prefix",
+            &prefix,
+            "--no-audit",
+            "--no-fund",
+            "--silent",
+        ],
+        envs,
+    )
+}
+
 /// Runs `program args` with extra environment variables, echoing the command line.
 pub(crate) fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> anyhow::Result<()> {
     println!("\n==> {program} {}", args.join(" "));

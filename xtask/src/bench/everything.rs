@@ -63,19 +63,7 @@ pub(crate) fn install(root: &Path, target: &Path) -> anyhow::Result<Everything> 
             "{node_dir}:{}",
             std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".to_owned())
         );
-        let prefix = dir.display().to_string();
-        crate::util::run(
-            "npm",
-            &[
-                "ci",
-                "--prefix",
-                &prefix,
-                "--no-audit",
-                "--no-fund",
-                "--silent",
-            ],
-            &[("PATH", &path)],
-        )?;
+        crate::util::npm_ci(&dir, &[("PATH", &path)])?;
         std::fs::write(&stamp, PACKAGE_LOCK)
             .with_context(|| format!("writing {}", stamp.display()))?;
     }

@@ -37,6 +37,22 @@ fn cli(tree: &Tree, url: &str, args: &[&str]) -> Output {
         .expect("the CLI runs")
 }
 
+/// `apps authorize crm` against the gateway at `url` with `extra` arguments, its output
+/// piped: it prints the authorization URL first, then waits for the app to run.
+fn authorize_crm(url: &str, extra: &[&str]) -> std::process::Child {
+    // Tests start the binary under test; that is their job.
+    #[allow(clippy::disallowed_methods)]
+    Command::new(GATEWAY)
+        .args(["apps", "authorize", "crm", "--url", url])
+        .args(extra)
+        .env("MCPAPP_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn manifest(id: &str, url: &str) -> String {
     json!({"id": id, "transport": "http", "url": url, "startupTimeoutSeconds": 30}).to_string()
 }
@@ -243,14 +259,7 @@ async fn connecting_from_the_cli_leaves_no_token_or_secret_in_logs_answers_event
     );
 
     // `apps authorize crm --json`: the URL first, then it waits for the app to run.
-    let mut authorize = Command::new(GATEWAY)
-        .args(["apps", "authorize", "crm", "--json", "--url", &url])
-        .env("MCPAPP_TOKEN", TOKEN)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut authorize = authorize_crm(&url, &["--json"]);
     let mut lines = BufReader::new(authorize.stdout.take().unwrap()).lines();
     let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
     seen.add(&first.to_string());
@@ -289,14 +298,7 @@ async fn connecting_from_the_cli_leaves_no_token_or_secret_in_logs_answers_event
         "{}",
         stderr(&refused)
     );
-    let mut more = Command::new(GATEWAY)
-        .args(["apps", "authorize", "crm", "--url", &url])
-        .env("MCPAPP_TOKEN", TOKEN)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut more = authorize_crm(&url, &[]);
     let mut lines = BufReader::new(more.stdout.take().unwrap()).lines();
     let url = lines.next().unwrap().unwrap();
     seen.add(&url);

@@ -161,6 +161,24 @@ async fn an_app_behind_oauth_waits_for_the_user_then_runs_with_its_token() {
     )));
 }
 
+/// Supervises crm at `url` until it fails; asserts no restart was scheduled and returns its
+/// last error.
+async fn fails_once(url: &str, oauth: OAuthEntryConfig, dir: &tempfile::TempDir) -> String {
+    let (_apps, supervisor) = supervise_crm(url, oauth, oauth_client(dir));
+    let events = supervisor.subscribe();
+    let app = supervisor.get("crm").unwrap();
+    wait_state(app.watch(), Lifecycle::Failed).await;
+    let error = app.snapshot().state.last_error.unwrap_or_default();
+    let seen = events_until_shutdown(supervisor, events).await;
+    assert!(
+        !seen
+            .iter()
+            .any(|e| matches!(e, SupervisorEvent::RestartScheduled { .. })),
+        "{seen:?}"
+    );
+    error
+}
+
 #[tokio::test]
 async fn a_401_the_gateway_cannot_act_on_fails_once_with_a_clear_reason() {
     // The entry refuses OAuth.
@@ -170,41 +188,18 @@ async fn a_401_the_gateway_cannot_act_on_fails_once_with_a_clear_reason() {
         enabled: Some(false),
         ..OAuthEntryConfig::default()
     };
-    let (_apps, supervisor) = supervise_crm(&server.url, refused, oauth_client(&dir));
-    let events = supervisor.subscribe();
-    let app = supervisor.get("crm").unwrap();
-    wait_state(app.watch(), Lifecycle::Failed).await;
-    let error = app.snapshot().state.last_error.unwrap_or_default();
+    let error = fails_once(&server.url, refused, &dir).await;
     assert_eq!(
         error,
         "app crm asks for OAuth authorization, which its entry refuses (`OAuth.Enabled` is false)"
-    );
-    let seen = events_until_shutdown(supervisor, events).await;
-    assert!(
-        !seen
-            .iter()
-            .any(|e| matches!(e, SupervisorEvent::RestartScheduled { .. })),
-        "{seen:?}"
     );
 
     // No challenge and no metadata anywhere.
     let bare = HttpApp::start("oauth-server", &["--no-challenge", "--prm", "none"]);
     let dir = tempfile::tempdir().unwrap();
-    let (_apps, supervisor) =
-        supervise_crm(&bare.url, OAuthEntryConfig::default(), oauth_client(&dir));
-    let events = supervisor.subscribe();
-    let app = supervisor.get("crm").unwrap();
-    wait_state(app.watch(), Lifecycle::Failed).await;
-    let error = app.snapshot().state.last_error.unwrap_or_default();
+    let error = fails_once(&bare.url, OAuthEntryConfig::default(), &dir).await;
     assert!(
         error.contains("answered 401 but publishes no OAuth metadata"),
         "{error}"
-    );
-    let seen = events_until_shutdown(supervisor, events).await;
-    assert!(
-        !seen
-            .iter()
-            .any(|e| matches!(e, SupervisorEvent::RestartScheduled { .. })),
-        "{seen:?}"
     );
 }
